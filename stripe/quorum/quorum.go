@@ -1,0 +1,128 @@
+// Package quorum holds raidq's quorum arithmetic (DESIGN §2): the parameter
+// rules that bind n, k, W and the read/write verdicts that follow from them.
+// It is pure and tiny on purpose so that it can be checked exhaustively
+// against the naive versions in quick_test.go.
+package quorum
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// ErrInvalidParams is wrapped by every parameter validation error.
+var ErrInvalidParams = errors.New("invalid topic parameters")
+
+// Limits on the shape of an ensemble. Reed-Solomon over GF(2^8) allows up to
+// 256 shards; we keep ensembles small because every write fans out to all n.
+const (
+	MaxShards = 32
+	MinShards = 2
+)
+
+// Params are a topic's coding and timing parameters.
+type Params struct {
+	N int // shards per stripe = nodes per ensemble
+	K int // data shards
+	W int // write quorum: acks that commit a stripe
+
+	ReadDelay    time.Duration // D: readers stay this far behind the clock
+	AcceptWindow time.Duration // A: nodes refuse offsets older than now-A
+	FutureBound  time.Duration // F: nodes refuse offsets newer than now+F
+	MaxSkew      time.Duration // clock skew the operator budgets for (D >= A + MaxSkew)
+}
+
+// Default returns the seed's defaults: 4 data + 2 parity, commit at 4 of 6,
+// D=500ms, A=250ms, F=250ms, budgeting 250ms of clock skew.
+func Default() Params {
+	return Params{N: 6, K: 4, W: 4,
+		ReadDelay: 500 * time.Millisecond, AcceptWindow: 250 * time.Millisecond,
+		FutureBound: 250 * time.Millisecond, MaxSkew: 250 * time.Millisecond}
+}
+
+// M is the number of parity shards.
+func (p Params) M() int { return p.N - p.K }
+
+// Validate checks every rule of DESIGN §2 and says which one failed.
+func (p Params) Validate() error {
+	bad := func(format string, a ...any) error {
+		return fmt.Errorf("%w: "+format, append([]any{ErrInvalidParams}, a...)...)
+	}
+	switch {
+	case p.N < MinShards || p.N > MaxShards:
+		return bad("n=%d shards: must be between %d and %d", p.N, MinShards, MaxShards)
+	case p.K < 1 || p.K >= p.N:
+		return bad("k=%d data shards with n=%d: need 1 <= k < n (at least one parity shard)", p.K, p.N)
+	case 2*p.W <= p.N:
+		return bad("W=%d with n=%d: W must be > n/2 so two racing stripes cannot both commit one offset", p.W, p.N)
+	case p.W < p.K:
+		return bad("W=%d with k=%d: W must be >= k so a committed stripe is decodable", p.W, p.K)
+	case p.W > p.N:
+		return bad("W=%d with n=%d: W cannot exceed n", p.W, p.N)
+	case p.AcceptWindow <= 0 || p.FutureBound <= 0:
+		return bad("accept window %v and future bound %v must be positive", p.AcceptWindow, p.FutureBound)
+	case p.MaxSkew < 0:
+		return bad("max skew %v must not be negative", p.MaxSkew)
+	case p.ReadDelay < p.AcceptWindow+p.MaxSkew:
+		return bad("read delay %v must be >= accept window %v + max skew %v so readers scan only sealed offsets",
+			p.ReadDelay, p.AcceptWindow, p.MaxSkew)
+	}
+	return nil
+}
+
+// WriteTolerance is how many nodes may be dead or slow without the producer
+// noticing: n - W.
+func (p Params) WriteTolerance() int { return p.N - p.W }
+
+// Committed reports whether ok acknowledgements commit a stripe.
+func (p Params) Committed(ok int) bool { return ok >= p.W }
+
+// CanStillCommit reports whether a stripe with ok acknowledgements and
+// pending outstanding requests can still reach W.
+func (p Params) CanStillCommit(ok, pending int) bool { return ok+pending >= p.W }
+
+// Decodable reports whether shards distinct shards of a stripe suffice to decode it.
+func (p Params) Decodable(shards int) bool { return shards >= p.K }
+
+// Verdict is a reader's judgement of one stripe group at one offset.
+type Verdict int
+
+const (
+	// Deliver: enough shards to decode.
+	Deliver Verdict = iota
+	// Void: the group cannot have reached W even if every unheard node held
+	// a shard of it, so it was never committed.
+	Void
+	// InDoubt: the group might have been committed but cannot be decoded
+	// from what was heard.
+	InDoubt
+)
+
+func (v Verdict) String() string {
+	switch v {
+	case Deliver:
+		return "deliver"
+	case Void:
+		return "void"
+	case InDoubt:
+		return "in-doubt"
+	}
+	return fmt.Sprintf("verdict(%d)", int(v))
+}
+
+// Judge classifies a group of seen shards of one stripe at one offset, given
+// how many nodes of the ensemble were not heard from (DESIGN §5).
+func (p Params) Judge(seen, unheard int) Verdict {
+	switch {
+	case seen >= p.K:
+		return Deliver
+	case seen+unheard < p.W:
+		return Void
+	default:
+		return InDoubt
+	}
+}
+
+// CertainRead reports whether a reader that heard r nodes can always tell a
+// committed partial stripe from an uncommitted one (n - r <= W - k).
+func (p Params) CertainRead(heard int) bool { return p.N-heard <= p.W-p.K }
