@@ -1,0 +1,108 @@
+package actors
+
+import (
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/nats-io/nats.go"
+
+	"github.com/raidq/raidq/actors/core"
+	"github.com/raidq/raidq/bus"
+)
+
+// ClientConfig configures the client side (producers and readers).
+type ClientConfig struct {
+	Cluster string
+	Conn    *nats.Conn // not closed by the client
+	Catalog Catalog
+	Logger  *slog.Logger
+	// Now is the client clock in unix ns; nil = time.Now. Tests and
+	// drills skew it.
+	Now  func() int64
+	Link LinkConfig
+}
+
+// Client owns the client actor system and one link actor per node.
+type Client struct {
+	cfg      ClientConfig
+	subjects bus.Subjects
+	system   *actor.ActorSystem
+	mu       sync.Mutex
+	links    map[string]*actor.PID
+	children []*actor.PID
+	closed   bool
+}
+
+// NewClient starts a client actor system.
+func NewClient(cfg ClientConfig) (*Client, error) {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Now == nil {
+		cfg.Now = func() int64 { return time.Now().UnixNano() }
+	}
+	subj, err := bus.NewSubjects(cfg.Cluster)
+	if err != nil {
+		return nil, err
+	}
+	return &Client{cfg: cfg, subjects: subj, system: NewSystem(cfg.Logger), links: make(map[string]*actor.PID)}, nil
+}
+
+// Logger is the client's logger.
+func (c *Client) Logger() *slog.Logger { return c.cfg.Logger }
+
+// Catalog is the client's topic catalog.
+func (c *Client) Catalog() Catalog { return c.cfg.Catalog }
+
+// link returns the link actor of node, spawning it on first use.
+func (c *Client) link(node string) *actor.PID {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if pid, ok := c.links[node]; ok {
+		return pid
+	}
+	pid := c.system.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return newLinkActor(node, c.cfg.Conn, c.cfg.Link) },
+		actor.WithSupervisor(restartStrategy())))
+	c.links[node] = pid
+	return pid
+}
+
+// spawn starts a top-level client actor (producer, reader) and remembers
+// it so Close can poison it.
+func (c *Client) spawn(p *actor.Props) (*actor.PID, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return nil, fmt.Errorf("client: %w", core.ErrClosed)
+	}
+	pid := c.system.Root.Spawn(p)
+	c.children = append(c.children, pid)
+	return pid, nil
+}
+
+// Close stops every producer, reader and link (poisoning them; protoactor's
+// Shutdown alone stops no actors) and the actor system.
+func (c *Client) Close() {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return
+	}
+	c.closed = true
+	children := append([]*actor.PID(nil), c.children...)
+	links := make([]*actor.PID, 0, len(c.links))
+	for _, pid := range c.links {
+		links = append(links, pid)
+	}
+	c.mu.Unlock()
+	for _, pid := range children {
+		_ = c.system.Root.PoisonFuture(pid).Wait()
+	}
+	for _, pid := range links {
+		_ = c.system.Root.PoisonFuture(pid).Wait()
+	}
+	c.system.Shutdown()
+}

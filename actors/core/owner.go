@@ -1,0 +1,142 @@
+package core
+
+import (
+	"fmt"
+
+	"github.com/raidq/raidq/stripe"
+)
+
+// RangeNanos is the width of one slot-owner's offset range: one second of
+// one partition. Scans never cross a range boundary, so each scan is served
+// (and seals) within a single owner.
+const RangeNanos uint64 = 1_000_000_000
+
+// RangeStart returns the start of the owner range holding offset.
+func RangeStart(offset uint64) uint64 { return offset - offset%RangeNanos }
+
+// SlotInfo is what an owner remembers of one occupied slot.
+type SlotInfo struct {
+	ID      stripe.ID
+	Index   uint8
+	DataCRC uint32
+}
+
+// OwnerConfig fixes one owner's range and timing rules.
+type OwnerConfig struct {
+	Topic     string
+	Partition uint32
+	Lo        uint64 // first offset of the range (RangeStart)
+	Accept    int64  // A in ns: offsets older than now-A are refused
+	Future    int64  // F in ns: offsets newer than now+F are refused
+	Birth     uint64 // the node's incarnation birth: offsets before it are "unknown" to scans
+}
+
+// Owner is the write-once logic of one range of slots on one node. It is
+// owned by exactly one slot-owner actor, which serializes every write and
+// scan for the range; that single-threadedness is what makes check-then-
+// insert race free.
+type Owner struct {
+	cfg   OwnerConfig
+	seal  uint64
+	slots map[uint64]SlotInfo
+}
+
+// NewOwner rebuilds an owner from the store: its persisted seal and the
+// slots already present in the range.
+func NewOwner(cfg OwnerConfig, seal uint64, existing map[uint64]SlotInfo) *Owner {
+	if existing == nil {
+		existing = make(map[uint64]SlotInfo)
+	}
+	return &Owner{cfg: cfg, seal: seal, slots: existing}
+}
+
+// Hi is one past the last offset of the range.
+func (o *Owner) Hi() uint64 { return o.cfg.Lo + RangeNanos }
+
+// Seal is the offset below which the range accepts no new write.
+func (o *Owner) Seal() uint64 { return o.seal }
+
+// Len is the number of occupied slots.
+func (o *Owner) Len() int { return len(o.slots) }
+
+// WriteDecision says how to answer a write and whether to persist it first.
+type WriteDecision struct {
+	Status Status
+	// Persist: the shard must be made durable before replying Status (OK).
+	Persist bool
+	// Barrier: the same shard was accepted earlier and may still be in the
+	// group-commit queue; reply only after the queue drains up to here.
+	Barrier bool
+	Detail  string
+}
+
+// Write decides one write of shard h at offset off, at node time now.
+// On StatusOK with Persist the slot counts as occupied from this call on,
+// so a racing write sees CONFLICT even before the store has synced.
+func (o *Owner) Write(now int64, off uint64, h *stripe.ShardHeader, repair bool) WriteDecision {
+	if off < o.cfg.Lo || off >= o.Hi() || h.Offset != off {
+		return WriteDecision{Status: StatusBadRequest,
+			Detail: fmt.Sprintf("offset %d (shard says %d) outside owner range [%d,%d)", off, h.Offset, o.cfg.Lo, o.Hi())}
+	}
+	if cur, ok := o.slots[off]; ok {
+		if cur.ID == h.ID && cur.Index == h.Index && cur.DataCRC == h.DataCRC {
+			return WriteDecision{Status: StatusOK, Barrier: true}
+		}
+		return WriteDecision{Status: StatusConflict, Detail: fmt.Sprintf("slot %d holds stripe %s shard %d", off, cur.ID, cur.Index)}
+	}
+	if !repair {
+		if d, bad := o.timeCheck(now, off); bad {
+			return d
+		}
+	}
+	o.slots[off] = SlotInfo{ID: h.ID, Index: h.Index, DataCRC: h.DataCRC}
+	return WriteDecision{Status: StatusOK, Persist: true}
+}
+
+// timeCheck applies the seal, the accept window and the future bound.
+func (o *Owner) timeCheck(now int64, off uint64) (WriteDecision, bool) {
+	switch {
+	case off < o.seal:
+		return WriteDecision{Status: StatusSealed, Detail: fmt.Sprintf("offset %d below seal %d", off, o.seal)}, true
+	case int64(off) < now-o.cfg.Accept:
+		return WriteDecision{Status: StatusSealed, Detail: fmt.Sprintf("offset %d older than node clock %d minus accept window", off, now)}, true
+	case int64(off) > now+o.cfg.Future:
+		return WriteDecision{Status: StatusClockAhead, Detail: fmt.Sprintf("offset %d ahead of node clock %d plus future bound", off, now)}, true
+	case off < o.cfg.Birth:
+		return WriteDecision{Status: StatusSealed, Detail: fmt.Sprintf("offset %d before this node's incarnation %d", off, o.cfg.Birth)}, true
+	}
+	return WriteDecision{}, false
+}
+
+// ScanDecision says how to carry out a scan.
+type ScanDecision struct {
+	Status Status
+	Detail string
+	// PersistSeal: the raised seal must be durable before the scan reads
+	// (so a restarted node keeps refusing writes the reader skipped).
+	PersistSeal bool
+	Seal        uint64
+	// Unknown: part of [from,to) predates the node's incarnation; the
+	// node cannot say "empty" there.
+	Unknown bool
+}
+
+// Scan decides a scan of [from, to). With seal it first raises the seal to
+// to, so no write lands in the scanned range afterwards. A reader whose
+// clock runs ahead of the node's may not seal the node's future.
+func (o *Owner) Scan(now int64, from, to uint64, seal bool) ScanDecision {
+	if from >= to || from < o.cfg.Lo || to > o.Hi() {
+		return ScanDecision{Status: StatusBadRequest,
+			Detail: fmt.Sprintf("scan [%d,%d) must be non-empty and inside owner range [%d,%d)", from, to, o.cfg.Lo, o.Hi())}
+	}
+	d := ScanDecision{Status: StatusOK, Seal: o.seal, Unknown: from < o.cfg.Birth}
+	if seal && to > o.seal {
+		if int64(to) > now {
+			return ScanDecision{Status: StatusClockAhead, Seal: o.seal,
+				Detail: fmt.Sprintf("cannot seal up to %d: node clock is %d", to, now)}
+		}
+		o.seal = to
+		d.Seal, d.PersistSeal = to, true
+	}
+	return d
+}

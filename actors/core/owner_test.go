@@ -1,0 +1,175 @@
+package core
+
+import (
+	"testing"
+
+	"github.com/raidq/raidq/stripe"
+)
+
+// TestOwnerWrite checks every answer of Owner.Write (DESIGN §3.5, §4).
+// Each case starts from a fresh owner of [base, base+1s), optionally with a
+// seal, an incarnation birth and a shard already written; now is the node
+// clock in the middle of the range unless the case says otherwise.
+func TestOwnerWrite(t *testing.T) {
+	mid := base + RangeNanos/2
+	a := encode(t, sid(0, 1), mid, 2)
+	b := encode(t, sid(1, 1), mid, 2)
+	aFar := encode(t, sid(0, 2), mid+300*uint64(ms), 2)
+	aOld := encode(t, sid(0, 3), mid-300*uint64(ms), 2)
+	aEdge := encode(t, sid(0, 4), mid-250*uint64(ms), 2)
+	aOut := encode(t, sid(0, 5), base+RangeNanos, 2)
+	a1 := a[1]
+	cases := []struct {
+		name    string
+		seal    uint64
+		birth   uint64
+		first   *stripe.Shard // written before (accepted)
+		shard   stripe.Shard
+		off     uint64 // 0 = the shard's offset
+		now     int64  // 0 = mid
+		repair  bool
+		want    Status
+		persist bool
+		barrier bool
+	}{
+		{name: "empty slot", shard: a[0], want: StatusOK, persist: true},
+		{name: "same shard again", first: &a[0], shard: a[0], want: StatusOK, barrier: true},
+		{name: "other stripe", first: &a[0], shard: b[0], want: StatusConflict},
+		{name: "other index of same stripe", first: &a[0], shard: a1, want: StatusConflict},
+		{name: "below seal", seal: mid + 1, shard: a[0], want: StatusSealed},
+		{name: "at seal", seal: mid, shard: a[0], want: StatusOK, persist: true},
+		{name: "same shard below seal", first: &a[0], seal: mid + 1, shard: a[0], want: StatusOK, barrier: true},
+		{name: "older than accept window", shard: aOld[0], want: StatusSealed},
+		{name: "at accept window edge", shard: aEdge[0], want: StatusOK, persist: true},
+		{name: "beyond future bound", shard: aFar[0], want: StatusClockAhead},
+		{name: "future is fine later", shard: aFar[0], now: int64(mid) + 100*ms, want: StatusOK, persist: true},
+		{name: "before birth", birth: mid + 1, shard: a[0], want: StatusSealed},
+		{name: "repair ignores seal", seal: mid + 1, shard: a[0], repair: true, want: StatusOK, persist: true},
+		{name: "outside range", shard: aOut[0], want: StatusBadRequest},
+		{name: "offset disagrees with shard", shard: a[0], off: mid + 1, want: StatusBadRequest},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := ownerCfg()
+			cfg.Birth = tc.birth
+			o := NewOwner(cfg, tc.seal, nil)
+			now := tc.now
+			if now == 0 {
+				now = int64(mid)
+			}
+			if tc.first != nil {
+				if d := o.Write(now, tc.first.Offset, &tc.first.ShardHeader, true); d.Status != StatusOK {
+					t.Fatalf("first write: %v %s", d.Status, d.Detail)
+				}
+			}
+			off := tc.off
+			if off == 0 {
+				off = tc.shard.Offset
+			}
+			d := o.Write(now, off, &tc.shard.ShardHeader, tc.repair)
+			if d.Status != tc.want || d.Persist != tc.persist || d.Barrier != tc.barrier {
+				t.Fatalf("got %v persist=%v barrier=%v (%s), want %v persist=%v barrier=%v",
+					d.Status, d.Persist, d.Barrier, d.Detail, tc.want, tc.persist, tc.barrier)
+			}
+			if d.Status != StatusOK && d.Detail == "" {
+				t.Fatal("refusal without detail")
+			}
+		})
+	}
+}
+
+// TestOwnerScan checks Owner.Scan: bounds, sealing, the refusal to seal the
+// node's future, and the incarnation flag.
+func TestOwnerScan(t *testing.T) {
+	mid := base + RangeNanos/2
+	now := int64(mid)
+	cases := []struct {
+		name     string
+		seal     uint64
+		birth    uint64
+		from, to uint64
+		doSeal   bool
+		want     Status
+		wantSeal uint64
+		persist  bool
+		unknown  bool
+	}{
+		{name: "seals up to to", from: base, to: mid - 10, doSeal: true, want: StatusOK, wantSeal: mid - 10, persist: true},
+		{name: "no seal asked", from: base, to: mid - 10, want: StatusOK},
+		{name: "already sealed beyond", seal: mid, from: base, to: mid - 10, doSeal: true, want: StatusOK, wantSeal: mid},
+		{name: "up to now", from: base, to: mid, doSeal: true, want: StatusOK, wantSeal: mid, persist: true},
+		{name: "future refused", from: base, to: mid + 1, doSeal: true, want: StatusClockAhead},
+		{name: "future read without seal", from: base, to: mid + 1, want: StatusOK},
+		{name: "crosses range end", from: mid - 10, to: base + RangeNanos + 1, doSeal: true, want: StatusBadRequest},
+		{name: "starts before range", from: base - 1, to: base + 10, doSeal: true, want: StatusBadRequest},
+		{name: "empty", from: base + 10, to: base + 10, doSeal: true, want: StatusBadRequest},
+		{name: "before birth", birth: base + 100, from: base, to: base + 200, doSeal: true, want: StatusOK, wantSeal: base + 200, persist: true, unknown: true},
+		{name: "after birth", birth: base + 100, from: base + 100, to: base + 200, doSeal: true, want: StatusOK, wantSeal: base + 200, persist: true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := ownerCfg()
+			cfg.Birth = tc.birth
+			o := NewOwner(cfg, tc.seal, nil)
+			d := o.Scan(now, tc.from, tc.to, tc.doSeal)
+			if d.Status != tc.want {
+				t.Fatalf("status %v (%s), want %v", d.Status, d.Detail, tc.want)
+			}
+			if d.Status != StatusOK {
+				if o.Seal() != tc.seal {
+					t.Fatalf("refused scan moved the seal to %d", o.Seal())
+				}
+				return
+			}
+			want := max(tc.wantSeal, tc.seal)
+			if d.Seal != want || o.Seal() != want || d.PersistSeal != tc.persist || d.Unknown != tc.unknown {
+				t.Fatalf("seal %d/%d persist=%v unknown=%v, want %d persist=%v unknown=%v",
+					d.Seal, o.Seal(), d.PersistSeal, d.Unknown, want, tc.persist, tc.unknown)
+			}
+		})
+	}
+}
+
+// TestOwnerScanSealsWrites: once a scan sealed [from,to), writes there are
+// refused even inside the accept window, and writes above still land.
+func TestOwnerScanSealsWrites(t *testing.T) {
+	mid := base + RangeNanos/2
+	now := int64(mid)
+	o := NewOwner(ownerCfg(), 0, nil)
+	if d := o.Scan(now, base, mid-ms2u(10), true); d.Status != StatusOK {
+		t.Fatal(d.Detail)
+	}
+	below := encode(t, sid(0, 1), mid-ms2u(20), 1)
+	above := encode(t, sid(0, 2), mid-ms2u(10), 1)
+	if d := o.Write(now, below[0].Offset, &below[0].ShardHeader, false); d.Status != StatusSealed {
+		t.Fatalf("write below the fresh seal: %v", d.Status)
+	}
+	if d := o.Write(now, above[0].Offset, &above[0].ShardHeader, false); d.Status != StatusOK {
+		t.Fatalf("write at the seal: %v %s", d.Status, d.Detail)
+	}
+	if o.Len() != 1 {
+		t.Fatalf("owner holds %d slots, want 1", o.Len())
+	}
+}
+
+// TestOwnerRebuilt: an owner rebuilt from the store (seal + slots) keeps
+// refusing what the old one refused.
+func TestOwnerRebuilt(t *testing.T) {
+	mid := base + RangeNanos/2
+	a := encode(t, sid(0, 1), mid, 1)
+	b := encode(t, sid(1, 1), mid, 1)
+	h := a[2].ShardHeader
+	o := NewOwner(ownerCfg(), mid-5, map[uint64]SlotInfo{mid: {ID: h.ID, Index: h.Index, DataCRC: h.DataCRC}})
+	if d := o.Write(int64(mid), mid, &b[2].ShardHeader, false); d.Status != StatusConflict {
+		t.Fatalf("rebuilt owner accepted a second stripe: %v", d.Status)
+	}
+	if d := o.Write(int64(mid), mid, &a[2].ShardHeader, false); d.Status != StatusOK || !d.Barrier {
+		t.Fatalf("rebuilt owner refused the same shard: %v", d.Status)
+	}
+	c := encode(t, sid(2, 1), mid-10, 1)
+	if d := o.Write(int64(mid), mid-10, &c[2].ShardHeader, false); d.Status != StatusSealed {
+		t.Fatalf("rebuilt owner forgot its seal: %v", d.Status)
+	}
+}
+
+func ms2u(n int64) uint64 { return uint64(n * ms) }

@@ -1,0 +1,308 @@
+package core
+
+import (
+	"fmt"
+	"sort"
+
+	"github.com/raidq/raidq/stripe"
+	"github.com/raidq/raidq/stripe/quorum"
+)
+
+// Position is where a record stands in a partition: the stripe's offset and
+// the record's index inside the stripe. Positions order records totally.
+type Position struct {
+	Offset uint64
+	Index  uint32
+}
+
+// Less orders positions.
+func (p Position) Less(o Position) bool {
+	return p.Offset < o.Offset || (p.Offset == o.Offset && p.Index < o.Index)
+}
+
+func (p Position) String() string { return fmt.Sprintf("%d:%d", p.Offset, p.Index) }
+
+// ReaderConfig holds one partition reader's rules (DESIGN §5).
+type ReaderConfig struct {
+	Params quorum.Params
+	// Window is the widest scan, in ns.
+	Window uint64
+	// LookAhead: how far past an in-doubt offset the reader looks for the
+	// same stripe id committed elsewhere before giving up on it.
+	LookAhead uint64
+	// InDoubtWait: how long to wait for unheard nodes before recording an
+	// offset as in doubt and going on.
+	InDoubtWait int64
+	// RescanEvery: how often to ask unheard nodes again while waiting.
+	RescanEvery int64
+	// DedupeHorizon: stripe ids are remembered for this many ns of offsets.
+	DedupeHorizon uint64
+}
+
+// DefaultReaderConfig derives reader rules from topic parameters. The
+// look-ahead covers a producer's whole retry span.
+func DefaultReaderConfig(p quorum.Params) ReaderConfig {
+	return ReaderConfig{Params: p, Window: RangeNanos, LookAhead: 2_000_000_000,
+		InDoubtWait: 1_000_000_000, RescanEvery: 100_000_000, DedupeHorizon: 60_000_000_000}
+}
+
+// Scan is one scan the reader wants run: [From, To) on the listed
+// ensemble positions, sealing it there.
+type Scan struct {
+	From, To uint64
+	Nodes    []int
+	Rescan   bool
+}
+
+// Entry is one slot a node returned.
+type Entry struct {
+	Offset uint64
+	Shard  []byte
+}
+
+// NodeResult is one node's answer to a Scan.
+type NodeResult struct {
+	Node    int
+	Heard   bool // answered OK for the whole range (and sealed it)
+	Entries []Entry
+}
+
+// Delivery is one record ready for consumers.
+type Delivery struct {
+	Pos    Position
+	Stripe stripe.ID
+	Record stripe.Record
+}
+
+// InDoubtReport names an offset given up on, and the nodes never heard.
+type InDoubtReport struct {
+	Offset  uint64
+	Stripe  stripe.ID
+	Seen    int
+	Unheard []int
+}
+
+// CorruptReport names a shard that failed its checks.
+type CorruptReport struct {
+	Node   int
+	Offset uint64
+	Err    error
+}
+
+// Output is what one Apply produced.
+type Output struct {
+	Deliveries []Delivery
+	InDoubt    []InDoubtReport
+	Corrupt    []CorruptReport
+	Voids      int
+	Duplicates int
+	// Stalled says why a scan could not be used (too few nodes heard).
+	Stalled string
+}
+
+// cell states of one node at one offset.
+const (
+	cellUnheard uint8 = iota
+	cellEmpty
+	cellShard
+	cellCorrupt
+)
+
+// row is everything known about one offset that some node had a slot at.
+type row struct {
+	offset    uint64
+	state     []uint8
+	shards    []*stripe.Shard
+	firstSeen int64
+	lastAsk   int64
+}
+
+// Reader is the pure logic of one partition reader. It is owned by one
+// reader actor (or the simulation).
+type Reader struct {
+	cfg      ReaderConfig
+	pos      Position // next record to deliver
+	frontier uint64   // every offset below it was scanned
+	rows     map[uint64]*row
+	order    []uint64 // sorted offsets of rows
+	seen     map[stripe.ID]uint64
+	seenQ    []seenEntry
+	// later indexes buffered decodable groups: stripe id -> highest offset.
+	later map[stripe.ID]uint64
+}
+
+type seenEntry struct {
+	off uint64
+	id  stripe.ID
+}
+
+// NewReader starts a reader at from (delivering records at from.Offset
+// with index >= from.Index, then everything after).
+func NewReader(cfg ReaderConfig, from Position) *Reader {
+	return &Reader{cfg: cfg, pos: from, frontier: from.Offset, rows: make(map[uint64]*row), seen: make(map[stripe.ID]uint64), later: make(map[stripe.ID]uint64)}
+}
+
+// Pos is the next position to deliver.
+func (r *Reader) Pos() Position { return r.pos }
+
+// Frontier is the end of what has been scanned.
+func (r *Reader) Frontier() uint64 { return r.frontier }
+
+// Next returns the scan to run at time now, or false when the reader must
+// wait for the clock (everything up to now-D is scanned) or for a blocked
+// offset's look-ahead.
+func (r *Reader) Next(now int64) (Scan, bool) {
+	if head := r.blocked(); head != nil && now-head.lastAsk >= r.cfg.RescanEvery {
+		if nodes := head.unheard(); len(nodes) > 0 {
+			head.lastAsk = now
+			return Scan{From: head.offset, To: head.offset + 1, Nodes: nodes, Rescan: true}, true
+		}
+	}
+	limit := uint64(max(now-int64(r.cfg.Params.ReadDelay), 0))
+	if head := r.blocked(); head != nil {
+		limit = min(limit, head.offset+r.cfg.LookAhead+1)
+	}
+	from := r.frontier
+	to := min(from+r.cfg.Window, limit, RangeStart(from)+RangeNanos)
+	if to <= from {
+		return Scan{}, false
+	}
+	return Scan{From: from, To: to, Nodes: r.all()}, true
+}
+
+func (r *Reader) all() []int {
+	nodes := make([]int, r.cfg.Params.N)
+	for i := range nodes {
+		nodes[i] = i
+	}
+	return nodes
+}
+
+// blocked returns the first buffered row if the drain stopped on it.
+func (r *Reader) blocked() *row {
+	if len(r.order) == 0 {
+		return nil
+	}
+	return r.rows[r.order[0]]
+}
+
+func (rw *row) unheard() []int {
+	var out []int
+	for i, s := range rw.state {
+		if s == cellUnheard {
+			out = append(out, i)
+		}
+	}
+	return out
+}
+
+// Apply merges the node results of sc and delivers what became certain.
+func (r *Reader) Apply(now int64, sc Scan, results []NodeResult) Output {
+	var out Output
+	if sc.Rescan {
+		r.merge(now, sc, results, &out, false)
+	} else if sc.From == r.frontier {
+		heard := 0
+		for _, res := range results {
+			if res.Heard {
+				heard++
+			}
+		}
+		if unheard := r.cfg.Params.N - heard; unheard >= r.cfg.Params.W {
+			out.Stalled = fmt.Sprintf("scan [%d,%d): only %d of %d nodes answered; %d unheard could hide a committed stripe",
+				sc.From, sc.To, heard, r.cfg.Params.N, unheard)
+			return out
+		}
+		r.merge(now, sc, results, &out, true)
+		r.frontier = sc.To
+	}
+	r.drain(now, &out)
+	return out
+}
+
+// merge records node results for [sc.From, sc.To). With fresh, rows are
+// created for the range and nodes absent from results count as unheard.
+func (r *Reader) merge(now int64, sc Scan, results []NodeResult, out *Output, fresh bool) {
+	n := r.cfg.Params.N
+	heard := make([]bool, n)
+	for _, res := range results {
+		if res.Node < 0 || res.Node >= n || !res.Heard {
+			continue
+		}
+		heard[res.Node] = true
+		for _, e := range res.Entries {
+			if e.Offset < sc.From || e.Offset >= sc.To || (e.Offset < r.pos.Offset) {
+				continue
+			}
+			rw := r.rowAt(now, e.Offset, fresh, sc)
+			if rw == nil {
+				continue
+			}
+			if s := rw.put(res.Node, e, out); s != nil && r.cfg.Params.Decodable(rw.count(s)) {
+				r.later[s.ID] = max(r.later[s.ID], rw.offset)
+			}
+		}
+	}
+	// A heard node without an entry at a buffered offset is empty there.
+	for _, off := range r.order {
+		if off < sc.From || off >= sc.To {
+			continue
+		}
+		rw := r.rows[off]
+		for i := range n {
+			if heard[i] && rw.state[i] == cellUnheard {
+				rw.state[i] = cellEmpty
+			}
+		}
+	}
+}
+
+// rowAt returns the row for off, creating it on a fresh scan.
+func (r *Reader) rowAt(now int64, off uint64, fresh bool, sc Scan) *row {
+	if rw, ok := r.rows[off]; ok {
+		return rw
+	}
+	if !fresh {
+		return nil
+	}
+	n := r.cfg.Params.N
+	rw := &row{offset: off, state: make([]uint8, n), shards: make([]*stripe.Shard, n), firstSeen: now, lastAsk: now}
+	r.rows[off] = rw
+	i := sort.Search(len(r.order), func(i int) bool { return r.order[i] >= off })
+	r.order = append(r.order, 0)
+	copy(r.order[i+1:], r.order[i:])
+	r.order[i] = off
+	return rw
+}
+
+// count is the number of shards at rw of s's stripe encoding.
+func (rw *row) count(s *stripe.Shard) int {
+	c := 0
+	for _, x := range rw.shards {
+		if x != nil && x.SameStripe(&s.ShardHeader) {
+			c++
+		}
+	}
+	return c
+}
+
+// put stores node's shard at the row after checking it (CRC, index,
+// offset) and returns it, or nil if it was corrupt or already known.
+func (rw *row) put(node int, e Entry, out *Output) *stripe.Shard {
+	if rw.state[node] == cellShard || rw.state[node] == cellCorrupt {
+		return nil
+	}
+	s, err := stripe.Parse(e.Shard)
+	if err == nil && (int(s.Index) != node || s.Offset != e.Offset || int(s.N) != len(rw.state)) {
+		err = fmt.Errorf("%w: shard index %d offset %d n=%d stored at node %d offset %d",
+			stripe.ErrCorruptShard, s.Index, s.Offset, s.N, node, e.Offset)
+	}
+	if err != nil {
+		rw.state[node] = cellCorrupt
+		out.Corrupt = append(out.Corrupt, CorruptReport{Node: node, Offset: e.Offset, Err: err})
+		return nil
+	}
+	rw.state[node] = cellShard
+	rw.shards[node] = &s
+	return &s
+}

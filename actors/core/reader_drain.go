@@ -1,0 +1,161 @@
+package core
+
+import (
+	"github.com/raidq/raidq/stripe"
+	"github.com/raidq/raidq/stripe/quorum"
+)
+
+// group is the shards of one stripe encoding found at one offset.
+type group struct {
+	ref    *stripe.Shard
+	shards []*stripe.Shard // by ensemble position
+	seen   int
+}
+
+// groups splits a row's shards by stripe encoding, in ensemble order of
+// first appearance (deterministic).
+func (rw *row) groups() []*group {
+	var gs []*group
+	for i, s := range rw.shards {
+		if s == nil {
+			continue
+		}
+		var g *group
+		for _, x := range gs {
+			if x.ref.SameStripe(&s.ShardHeader) {
+				g = x
+				break
+			}
+		}
+		if g == nil {
+			g = &group{ref: s, shards: make([]*stripe.Shard, len(rw.shards))}
+			gs = append(gs, g)
+		}
+		g.shards[i] = s
+		g.seen++
+	}
+	return gs
+}
+
+// unheardCount counts nodes that might still hold a shard of a group here:
+// never heard, or holding a corrupt slot.
+func (rw *row) unheardCount() int {
+	c := 0
+	for _, s := range rw.state {
+		if s == cellUnheard || s == cellCorrupt {
+			c++
+		}
+	}
+	return c
+}
+
+// drain delivers buffered rows in offset order until one must wait.
+func (r *Reader) drain(now int64, out *Output) {
+	for len(r.order) > 0 {
+		rw := r.rows[r.order[0]]
+		if rw.offset >= r.frontier {
+			break
+		}
+		if !r.resolve(now, rw, out) {
+			r.pos = Position{Offset: rw.offset, Index: r.skipIndex(rw.offset)}
+			return
+		}
+		r.forget(rw)
+		r.pos = Position{Offset: rw.offset + 1}
+	}
+	if r.frontier > r.pos.Offset {
+		r.pos = Position{Offset: r.frontier}
+	}
+	r.prune()
+}
+
+// skipIndex keeps a partially delivered start offset's index.
+func (r *Reader) skipIndex(off uint64) uint32 {
+	if off == r.pos.Offset {
+		return r.pos.Index
+	}
+	return 0
+}
+
+// resolve judges every group at rw; false means wait (in doubt, still
+// within the wait and look-ahead bounds).
+func (r *Reader) resolve(now int64, rw *row, out *Output) bool {
+	p := r.cfg.Params
+	unheard := rw.unheardCount()
+	for _, g := range rw.groups() {
+		if _, dup := r.seen[g.ref.ID]; dup {
+			if p.Judge(g.seen, unheard) == quorum.Deliver {
+				out.Duplicates++
+			}
+			continue
+		}
+		switch p.Judge(g.seen, unheard) {
+		case quorum.Void:
+			out.Voids++
+		case quorum.Deliver:
+			r.deliver(rw, g, out)
+		case quorum.InDoubt:
+			if r.committedLater(rw.offset, g.ref.ID) {
+				continue // the retry copy is delivered at its own offset
+			}
+			if now-rw.firstSeen < r.cfg.InDoubtWait || r.frontier < rw.offset+r.cfg.LookAhead {
+				return false
+			}
+			out.InDoubt = append(out.InDoubt, InDoubtReport{Offset: rw.offset, Stripe: g.ref.ID, Seen: g.seen, Unheard: rw.unheard()})
+		}
+	}
+	return true
+}
+
+// committedLater looks ahead in the buffer for a decodable copy of id.
+func (r *Reader) committedLater(off uint64, id stripe.ID) bool {
+	return r.later[id] > off
+}
+
+// forget drops a resolved row and its look-ahead index entries.
+func (r *Reader) forget(rw *row) {
+	for _, s := range rw.shards {
+		if s != nil && r.later[s.ID] == rw.offset {
+			delete(r.later, s.ID)
+		}
+	}
+	delete(r.rows, rw.offset)
+	r.order = r.order[1:]
+}
+
+// deliver decodes a group and emits its records; a group that fails to
+// decode is reported as corrupt and treated as void for this reader.
+func (r *Reader) deliver(rw *row, g *group, out *Output) {
+	payload, err := stripe.Decode(g.shards)
+	var recs []stripe.Record
+	if err == nil {
+		recs, err = stripe.DecodeBatch(payload)
+	}
+	if err != nil {
+		out.Corrupt = append(out.Corrupt, CorruptReport{Node: -1, Offset: rw.offset, Err: err})
+		return
+	}
+	r.seen[g.ref.ID] = rw.offset
+	r.seenQ = append(r.seenQ, seenEntry{off: rw.offset, id: g.ref.ID})
+	for i, rec := range recs {
+		pos := Position{Offset: rw.offset, Index: uint32(i)}
+		if pos.Less(r.pos) {
+			continue // before the start position of a resumed reader
+		}
+		out.Deliveries = append(out.Deliveries, Delivery{Pos: pos, Stripe: g.ref.ID, Record: rec})
+	}
+}
+
+// prune forgets stripe ids older than the dedupe horizon.
+func (r *Reader) prune() {
+	cut := 0
+	for cut < len(r.seenQ) && r.seenQ[cut].off+r.cfg.DedupeHorizon < r.pos.Offset {
+		if r.seen[r.seenQ[cut].id] == r.seenQ[cut].off {
+			delete(r.seen, r.seenQ[cut].id)
+		}
+		cut++
+	}
+	if cut > 0 {
+		r.seenQ = append(r.seenQ[:0], r.seenQ[cut:]...)
+	}
+}

@@ -1,0 +1,337 @@
+package core
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/raidq/raidq/stripe"
+	"github.com/raidq/raidq/stripe/quorum"
+)
+
+// WriterConfig holds a producer's write rules for one partition.
+type WriterConfig struct {
+	Params quorum.Params
+	// AttemptTimeout: an attempt that has not reached W by then is
+	// abandoned and the stripe retried at a fresh offset (default A/2).
+	AttemptTimeout int64
+	// MaxAttempts bounds the attempts of one stripe before the send fails.
+	MaxAttempts int
+	// ConflictJitter: after a conflict the next offset is pushed by a
+	// random amount below this (ns).
+	ConflictJitter int64
+}
+
+// DefaultWriterConfig derives the write rules from topic parameters.
+func DefaultWriterConfig(p quorum.Params) WriterConfig {
+	return WriterConfig{Params: p, AttemptTimeout: int64(p.AcceptWindow / 2), MaxAttempts: 8, ConflictJitter: 1_000_000}
+}
+
+// Rand is the random source the writer is given (math/rand/v2 *Rand fits).
+type Rand interface{ Int64N(n int64) int64 }
+
+// Send asks the caller to send the shards of stripe ID, encoded for
+// Offset, to the ensemble. Attempt numbers replies; every shard goes to
+// ensemble[i] (the caller re-targets the encoded shards with
+// stripe.Reshard).
+type Send struct {
+	ID      stripe.ID
+	Attempt int
+	Offset  uint64
+}
+
+// Ack tells the caller that stripe ID is committed at Offset.
+type Ack struct {
+	ID     stripe.ID
+	Offset uint64
+}
+
+// Fail tells the caller that stripe ID could not be committed.
+type Fail struct {
+	ID  stripe.ID
+	Err error
+}
+
+// Done tells the caller that the writer holds no more state for ID (the
+// encoded shards may be released).
+type Done struct{ ID stripe.ID }
+
+// attempt is one try of a stripe at one offset.
+type attempt struct {
+	offset   uint64
+	sent     int64
+	replies  []Status // per ensemble position; 0 = pending
+	ok, bad  int
+	conflict bool
+	ahead    bool
+	timedOut bool
+}
+
+func (a *attempt) pending() int { return len(a.replies) - a.ok - a.bad }
+
+// stripeState is one stripe in flight.
+type stripeState struct {
+	id        stripe.ID
+	attempts  []*attempt
+	committed bool
+	rewrote   bool // a post-commit rewrite after a conflict was issued
+	acked     uint64
+}
+
+// Writer is the pure write logic of one producer for one partition
+// (DESIGN §3 steps 2, 5, 6, 7). It is owned by one producer actor.
+type Writer struct {
+	cfg  WriterConfig
+	last uint64 // highest offset handed out that still binds (see rollBack)
+	// committedHi is the highest offset where an attempt reached W.
+	committedHi uint64
+	skew        []int64 // per ensemble position: node clock minus our clock, 0 = unknown
+	known       []bool
+	stripes     map[stripe.ID]*stripeState
+}
+
+// NewWriter makes a writer for an ensemble of cfg.Params.N nodes.
+func NewWriter(cfg WriterConfig) *Writer {
+	n := cfg.Params.N
+	return &Writer{cfg: cfg, skew: make([]int64, n), known: make([]bool, n), stripes: make(map[stripe.ID]*stripeState)}
+}
+
+// InFlight is the number of stripes the writer holds state for.
+func (w *Writer) InFlight() int { return len(w.stripes) }
+
+// Skew is the writer's current clock correction (median node clock minus ours).
+func (w *Writer) Skew() int64 {
+	var xs []int64
+	for i, k := range w.known {
+		if k {
+			xs = append(xs, w.skew[i])
+		}
+	}
+	if len(xs) == 0 {
+		return 0
+	}
+	sort.Slice(xs, func(a, b int) bool { return xs[a] < xs[b] })
+	return xs[len(xs)/2]
+}
+
+// nextOffset is max(now + skew correction + jitter, last + 1).
+func (w *Writer) nextOffset(now, jitter int64) uint64 {
+	off := uint64(max(now+w.Skew()+jitter, 1))
+	if off <= w.last {
+		off = w.last + 1
+	}
+	w.last = off
+	return off
+}
+
+// Start begins writing a new stripe and returns its first Send.
+func (w *Writer) Start(now int64, id stripe.ID) Send {
+	st := &stripeState{id: id}
+	w.stripes[id] = st
+	return w.newAttempt(now, st, 0)
+}
+
+func (w *Writer) newAttempt(now int64, st *stripeState, jitter int64) Send {
+	a := &attempt{offset: w.nextOffset(now, jitter), sent: now, replies: make([]Status, w.cfg.Params.N)}
+	st.attempts = append(st.attempts, a)
+	return Send{ID: st.id, Attempt: len(st.attempts) - 1, Offset: a.offset}
+}
+
+// Reply records node's answer to one shard of an attempt and returns what
+// follows. nodeClock (0 = none) updates the skew estimate.
+func (w *Writer) Reply(now int64, rnd Rand, id stripe.ID, att, node int, s Status, nodeClock int64) []any {
+	st, ok := w.stripes[id]
+	if !ok || att >= len(st.attempts) || node < 0 || node >= w.cfg.Params.N {
+		return nil // late reply for a finished stripe
+	}
+	a := st.attempts[att]
+	if a.replies[node] != 0 {
+		return nil // duplicate reply
+	}
+	if nodeClock != 0 {
+		w.skew[node], w.known[node] = nodeClock-(a.sent+now)/2, true
+	}
+	a.replies[node] = s
+	switch s {
+	case StatusOK:
+		a.ok++
+		if w.attemptCommitted(a) {
+			w.committedHi = max(w.committedHi, a.offset)
+		}
+	case StatusConflict:
+		a.bad++
+		a.conflict = true
+	case StatusClockAhead:
+		a.bad++
+		a.ahead = true
+	default:
+		a.bad++
+	}
+	return w.progress(now, rnd, st)
+}
+
+// Tick abandons attempts past their timeout and returns what follows: an
+// uncommitted stripe is retried (or failed); a committed one stops waiting
+// for its remaining replies and is forgotten (Done).
+func (w *Writer) Tick(now int64, rnd Rand) []any {
+	var out []any
+	for _, st := range w.sortedStripes() {
+		last := st.attempts[len(st.attempts)-1]
+		if !last.timedOut && now-last.sent >= w.cfg.AttemptTimeout {
+			last.timedOut = true
+			out = append(out, w.progress(now, rnd, st)...)
+		}
+	}
+	return out
+}
+
+func (w *Writer) attemptCommitted(a *attempt) bool { return w.cfg.Params.Committed(a.ok) }
+
+// sortedStripes gives a deterministic iteration order (for the simulation).
+func (w *Writer) sortedStripes() []*stripeState {
+	out := make([]*stripeState, 0, len(w.stripes))
+	for _, st := range w.stripes {
+		out = append(out, st)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		a, b := out[i].id, out[j].id
+		if a.Producer != b.Producer {
+			return string(a.Producer[:]) < string(b.Producer[:])
+		}
+		return a.Seq < b.Seq
+	})
+	return out
+}
+
+// progress decides, after any change to st, whether to ack, retry,
+// rewrite, fail or forget it.
+func (w *Writer) progress(now int64, rnd Rand, st *stripeState) []any {
+	p := w.cfg.Params
+	var out []any
+	if !st.committed {
+		for _, a := range st.attempts {
+			if p.Committed(a.ok) {
+				st.committed, st.acked = true, a.offset
+				out = append(out, Ack{ID: st.id, Offset: a.offset})
+				break
+			}
+		}
+	}
+	last := st.attempts[len(st.attempts)-1]
+	if st.committed {
+		// DESIGN §3.7: a committed stripe that met a conflict has less
+		// redundancy than the others; write it once more elsewhere.
+		if w.committingAttempt(st).conflict && !st.rewrote {
+			st.rewrote = true
+			out = append(out, w.newAttempt(now, st, 0))
+			return out
+		}
+		if w.settled(st) {
+			delete(w.stripes, st.id)
+			out = append(out, Done{ID: st.id})
+		}
+		return out
+	}
+	if p.CanStillCommit(last.ok, last.pending()) && !last.timedOut {
+		return out
+	}
+	if len(st.attempts) >= w.cfg.MaxAttempts {
+		if w.anyOpen(st) {
+			return out // an older attempt may still commit; wait for it or its timeout
+		}
+		delete(w.stripes, st.id)
+		return append(out, Fail{ID: st.id, Err: w.failure(st)}, Done{ID: st.id})
+	}
+	var jitter int64
+	if last.conflict && w.cfg.ConflictJitter > 0 {
+		jitter = rnd.Int64N(w.cfg.ConflictJitter)
+	}
+	if last.ahead {
+		w.rollBack(now)
+	}
+	return append(out, w.newAttempt(now, st, jitter))
+}
+
+// rollBack lowers last after an attempt died of CLOCK_AHEAD. Offsets in
+// the refused future (beyond the nodes' now+F by the current skew
+// estimate) can't commit, so they bind nothing. Without this, last+1
+// would pin every retry (and every later stripe) to the refused future until
+// real time caught up, and the skew learned from the refusals would be
+// useless. last stays at or above every committed offset and every other
+// attempt within the horizon, so commits keep their order.
+func (w *Writer) rollBack(now int64) {
+	horizon := uint64(max(now+w.Skew()+int64(w.cfg.Params.FutureBound), 0))
+	floor := w.committedHi
+	for _, st := range w.stripes {
+		for _, a := range st.attempts {
+			if a.offset <= horizon {
+				floor = max(floor, a.offset)
+			}
+		}
+	}
+	w.last = min(w.last, floor)
+}
+
+// committingAttempt is the attempt whose offset was acked.
+func (w *Writer) committingAttempt(st *stripeState) *attempt {
+	for _, a := range st.attempts {
+		if a.offset == st.acked {
+			return a
+		}
+	}
+	return st.attempts[0]
+}
+
+// settled: nothing more can change what the writer does for a committed
+// stripe. Without a rewrite, the committing attempt must have every reply
+// or be past its deadline, because a late CONFLICT still calls for the
+// §3.7 rewrite ("the other shards keep going until their deadline"). With
+// a rewrite, the rewrite must have committed, failed or timed out.
+func (w *Writer) settled(st *stripeState) bool {
+	last := st.attempts[len(st.attempts)-1]
+	if !st.rewrote {
+		c := w.committingAttempt(st)
+		return c.pending() == 0 || c.timedOut
+	}
+	return last.pending() == 0 || last.timedOut || w.attemptCommitted(last)
+}
+
+// anyOpen: some attempt may still reach W (replies pending, not timed out).
+func (w *Writer) anyOpen(st *stripeState) bool {
+	p := w.cfg.Params
+	for _, a := range st.attempts {
+		if !a.timedOut && p.CanStillCommit(a.ok, a.pending()) {
+			return true
+		}
+	}
+	return false
+}
+
+// failure explains why a stripe failed, naming what each node answered last.
+func (w *Writer) failure(st *stripeState) error {
+	last := st.attempts[len(st.attempts)-1]
+	parts := make([]string, len(last.replies))
+	ahead := 0
+	for i, s := range last.replies {
+		if s == 0 {
+			parts[i] = fmt.Sprintf("node%d=NO_REPLY", i)
+		} else {
+			parts[i] = fmt.Sprintf("node%d=%s", i, s)
+		}
+	}
+	for _, a := range st.attempts {
+		if a.ahead {
+			ahead++
+		}
+	}
+	why := fmt.Sprintf("stripe %s: %d attempts, none reached %d of %d acks (last: %s)",
+		st.id, len(st.attempts), w.cfg.Params.W, w.cfg.Params.N, strings.Join(parts, " "))
+	switch {
+	case ahead*2 > len(st.attempts):
+		return fmt.Errorf("%w: %s", ErrClockSkew, why)
+	case last.ok+last.pending() < w.cfg.Params.W && !last.timedOut:
+		return fmt.Errorf("%w: %s", ErrNotEnoughNodes, why)
+	default:
+		return fmt.Errorf("%w: %s", ErrTimeout, why)
+	}
+}

@@ -1,0 +1,271 @@
+package core
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/raidq/raidq/stripe"
+)
+
+// TestWriterClockSkew: nodes refuse a producer whose clock is far off
+// (CLOCK_AHEAD when ahead, SEALED when behind) and report their clocks;
+// the retry uses the corrected offset and commits.
+func TestWriterClockSkew(t *testing.T) {
+	cases := []struct {
+		name  string
+		node  int64 // node clock, in ms past base (the test owners cover one second)
+		skew  int64 // producer clock minus the nodes' clock
+		first Status
+	}{
+		{name: "ahead 400ms", node: 50, skew: 400 * ms, first: StatusClockAhead},
+		{name: "ahead 900ms", node: 50, skew: 900 * ms, first: StatusClockAhead},
+		{name: "behind 400ms", node: 500, skew: -400 * ms, first: StatusSealed},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c := newCluster(params().N)
+			pr := newProducer(0)
+			node := int64(base) + tc.node*ms
+			now := node + tc.skew
+			s := pr.start(t, now, 1)
+			var queue []flight
+			for i := range c.owners {
+				st := c.write(node, i, pr.shards[s.ID])
+				if st != tc.first {
+					t.Fatalf("node %d answered %v, want %v", i, st, tc.first)
+				}
+				for _, r := range pr.take(t, pr.w.Reply(now, newRand(1), s.ID, 0, i, st, node)) {
+					queue = append(queue, flight{pr, r})
+				}
+			}
+			if got := pr.w.Skew(); got != -tc.skew {
+				t.Fatalf("skew estimate %d, want %d", got, -tc.skew)
+			}
+			if len(queue) != 1 || queue[0].s.Attempt != 1 || queue[0].s.ID != s.ID {
+				t.Fatalf("want one retry of the same stripe, got %+v", queue)
+			}
+			if off := int64(queue[0].s.Offset); off-node < 0 || off-node > ms {
+				t.Fatalf("retry offset %d is %dns from the node clock %d", off, off-node, node)
+			}
+			settle(t, c, node-ms, queue) // settle advances its clock by 1ms per send
+			if ack, ok := pr.acks[s.ID]; !ok || ack != queue[0].s.Offset {
+				t.Fatalf("acked=%v at %d, want the corrected offset %d", ok, ack, queue[0].s.Offset)
+			}
+		})
+	}
+}
+
+// TestWriterTimeoutRetries: an attempt with no replies is abandoned at
+// AttemptTimeout and the same stripe id is retried at a fresh offset; the
+// late replies of the abandoned attempt change nothing once it is done.
+func TestWriterTimeoutRetries(t *testing.T) {
+	cfg := DefaultWriterConfig(params())
+	w := NewWriter(cfg)
+	rnd := newRand(1)
+	now := int64(base)
+	id := sid(0, 1)
+	s0 := w.Start(now, id)
+	if out := w.Tick(now+cfg.AttemptTimeout-1, rnd); len(out) != 0 {
+		t.Fatalf("tick before the deadline: %v", out)
+	}
+	later := now + cfg.AttemptTimeout
+	out := w.Tick(later, rnd)
+	if len(out) != 1 {
+		t.Fatalf("tick at the deadline: %v", out)
+	}
+	s1, ok := out[0].(Send)
+	if !ok || s1.ID != id || s1.Attempt != 1 || s1.Offset <= s0.Offset || int64(s1.Offset) < later {
+		t.Fatalf("retry %+v after first attempt at %d", out[0], s0.Offset)
+	}
+	var effects []any
+	for i := range params().N {
+		effects = append(effects, w.Reply(later+ms, rnd, id, 1, i, StatusOK, 0)...)
+	}
+	if !hasAck(effects, id, s1.Offset) || !hasDone(effects, id) || w.InFlight() != 0 {
+		t.Fatalf("effects %v, %d in flight", effects, w.InFlight())
+	}
+	for i := range params().N {
+		if out := w.Reply(later+2*ms, rnd, id, 0, i, StatusOK, 0); len(out) != 0 {
+			t.Fatalf("late reply of a finished stripe: %v", out)
+		}
+	}
+}
+
+// TestWriterFailure: after MaxAttempts the send fails with an error that
+// wraps the right sentinel and names what every node answered last.
+func TestWriterFailure(t *testing.T) {
+	cases := []struct {
+		name   string
+		answer func(node int) (Status, bool) // false = no reply at all
+		clock  bool
+		want   error
+		names  []string
+	}{
+		{name: "three nodes NO_REPLY", answer: func(n int) (Status, bool) {
+			if n < 3 {
+				return StatusOK, true
+			}
+			return StatusNoReply, true
+		}, want: ErrNotEnoughNodes, names: []string{"node0=OK", "node2=OK", "node3=NO_REPLY", "node5=NO_REPLY"}},
+		{name: "three nodes silent", answer: func(n int) (Status, bool) { return StatusOK, n < 3 },
+			want: ErrTimeout, names: []string{"node1=OK", "node4=NO_REPLY"}},
+		{name: "always ahead, no clocks", answer: func(int) (Status, bool) { return StatusClockAhead, true },
+			want: ErrClockSkew, names: []string{"node0=CLOCK_AHEAD", "node2=CLOCK_AHEAD"}},
+		{name: "mixed refusals", answer: func(n int) (Status, bool) { return []Status{StatusSealed, StatusBusy, StatusConflict}[n%3], true },
+			want: ErrNotEnoughNodes, names: []string{"node0=SEALED", "node1=BUSY", "node2=CONFLICT"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := DefaultWriterConfig(params())
+			w := NewWriter(cfg)
+			rnd := newRand(2)
+			now := int64(base)
+			id := sid(0, 1)
+			sends := []Send{w.Start(now, id)}
+			var fail *Fail
+			for step := 0; len(sends) > 0 && step < 100; step++ {
+				s := sends[0]
+				sends = sends[1:]
+				var out []any
+				for i := range params().N {
+					if st, ok := tc.answer(i); ok {
+						out = append(out, w.Reply(now, rnd, id, s.Attempt, i, st, 0)...)
+					}
+				}
+				now += cfg.AttemptTimeout
+				if len(out) == 0 { // the attempt still waits: let it time out
+					out = w.Tick(now, rnd)
+				}
+				for _, e := range out {
+					switch e := e.(type) {
+					case Send:
+						sends = append(sends, e)
+					case Fail:
+						fail = &e
+					case Ack:
+						t.Fatalf("acked: %+v", e)
+					}
+				}
+			}
+			if fail == nil {
+				t.Fatal("never failed")
+			}
+			msg := fail.Err.Error()
+			if !errors.Is(fail.Err, tc.want) || !strings.Contains(msg, "8 attempts") {
+				t.Fatalf("error %q, want %v after 8 attempts", msg, tc.want)
+			}
+			for _, n := range tc.names {
+				if !strings.Contains(msg, n) {
+					t.Fatalf("error %q does not name %s", msg, n)
+				}
+			}
+			if w.InFlight() != 0 {
+				t.Fatalf("%d stripes left in flight", w.InFlight())
+			}
+		})
+	}
+}
+
+// TestWriterRewrite: a committed stripe whose attempt met a CONFLICT is
+// written once more at a fresh offset (§3.7), whatever the reply order;
+// a clean commit is not; the rewrite never rewrites itself; and the writer
+// forgets the stripe only once nothing can change any more.
+func TestWriterRewrite(t *testing.T) {
+	const (
+		o = StatusOK
+		x = StatusConflict
+		s = StatusSealed
+	)
+	cases := []struct {
+		name    string
+		first   []Status // replies of attempt 0, in arrival order by node
+		rewrite []Status // replies of the rewrite, if one is expected
+		tick    bool     // leave replies missing and let Tick end the wait
+	}{
+		{name: "clean", first: []Status{o, o, o, o, o, o}},
+		{name: "conflicts last", first: []Status{o, o, o, o, x, x}, rewrite: []Status{o, o, o, o, o, o}},
+		{name: "conflict first", first: []Status{x, o, o, o, o, o}, rewrite: []Status{o, o, o, o, o, o}},
+		{name: "rewrite conflicts too", first: []Status{o, o, o, o, x, x}, rewrite: []Status{x, o, o, o, o, x}},
+		{name: "rewrite refused", first: []Status{o, x, o, o, o, s}, rewrite: []Status{s, s, s, o, o, o}},
+		{name: "sealed is no conflict", first: []Status{o, o, o, o, s, s}},
+		{name: "missing replies", first: []Status{o, o, o, o}, tick: true},
+		{name: "missing rewrite replies", first: []Status{o, o, o, o, x, o}, rewrite: []Status{o, o}, tick: true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := DefaultWriterConfig(params())
+			w := NewWriter(cfg)
+			rnd := newRand(4)
+			now := int64(base)
+			id := sid(0, 1)
+			s0 := w.Start(now, id)
+			var out []any
+			for i, st := range tc.first {
+				if hasDone(out, id) {
+					t.Fatalf("done before reply %d of %v", i, tc.first)
+				}
+				out = append(out, w.Reply(now, rnd, id, 0, i, st, 0)...)
+			}
+			if !hasAck(out, id, s0.Offset) {
+				t.Fatalf("no ack at %d: %v", s0.Offset, out)
+			}
+			rw := sends(out)
+			if (tc.rewrite != nil) != (len(rw) == 1) || len(rw) > 1 {
+				t.Fatalf("rewrites %v, want one: %v", rw, tc.rewrite != nil)
+			}
+			if rw != nil {
+				if rw[0].ID != id || rw[0].Offset <= s0.Offset {
+					t.Fatalf("rewrite %+v", rw[0])
+				}
+				out = nil
+				for i, st := range tc.rewrite {
+					out = append(out, w.Reply(now+ms, rnd, id, rw[0].Attempt, i, st, 0)...)
+				}
+				if len(sends(out)) != 0 || hasAck(out, id, rw[0].Offset) {
+					t.Fatalf("the rewrite produced %v", out)
+				}
+			}
+			if tc.tick {
+				if hasDone(out, id) {
+					t.Fatalf("done with replies missing: %v", out)
+				}
+				out = w.Tick(now+cfg.AttemptTimeout, rnd)
+				if len(sends(out)) != 0 {
+					t.Fatalf("tick of a committed stripe sent %v", out)
+				}
+			}
+			if !hasDone(out, id) || w.InFlight() != 0 {
+				t.Fatalf("not done: %v, %d in flight", out, w.InFlight())
+			}
+		})
+	}
+}
+
+func hasAck(out []any, id stripe.ID, off uint64) bool {
+	for _, e := range out {
+		if a, ok := e.(Ack); ok && a.ID == id && a.Offset == off {
+			return true
+		}
+	}
+	return false
+}
+
+func hasDone(out []any, id stripe.ID) bool {
+	for _, e := range out {
+		if d, ok := e.(Done); ok && d.ID == id {
+			return true
+		}
+	}
+	return false
+}
+
+func sends(out []any) []Send {
+	var ss []Send
+	for _, e := range out {
+		if s, ok := e.(Send); ok {
+			ss = append(ss, s)
+		}
+	}
+	return ss
+}

@@ -1,0 +1,279 @@
+package actors
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/nats-io/nats.go"
+
+	"github.com/raidq/raidq/bus"
+	"github.com/raidq/raidq/slotstore"
+	"github.com/raidq/raidq/stripe"
+)
+
+// NodeConfig configures one storage node.
+type NodeConfig struct {
+	ID      string
+	Cluster string
+	Store   slotstore.Store
+	Conn    *nats.Conn // the node's NATS connection; the node does not close it
+	Catalog Catalog
+	Logger  *slog.Logger // nil = slog.Default()
+	// Now is the node clock in unix ns; nil = time.Now.
+	Now func() int64
+	// ReplyDelay makes the node answer late (demo and drills: a slow node).
+	ReplyDelay time.Duration
+	// MaxPending bounds requests inside the node; beyond it new requests
+	// are answered BUSY at once (default 8192).
+	MaxPending int
+	// ScanWorkers bounds concurrent store scans (default 4).
+	ScanWorkers int
+	// OnFatal is called once when the store fails (fsync error, corrupt
+	// data): the node must stop loudly, not limp on.
+	OnFatal func(error)
+}
+
+// Node is one storage node: an actor system (node → partition → slot
+// owner) behind one NATS subscription on raidq.<cluster>.slot.<node>.>.
+type Node struct {
+	cfg      NodeConfig
+	subjects bus.Subjects
+	system   *actor.ActorSystem
+	root     *actor.PID
+	sub      *nats.Subscription
+	pending  atomic.Int64
+	scans    chan struct{}
+	stats    NodeStats
+	fatal    sync.Once
+	stopOnce sync.Once
+	replies  sync.WaitGroup // delayed replies still to send
+}
+
+// NodeStats are a node's counters (read with atomic loads).
+type NodeStats struct {
+	Writes, Conflicts, Sealed, ClockAhead, BadRequests, Busy, Scans, StoreErrors atomic.Int64
+}
+
+// StartNode starts the node's actors and subscribes to its subjects.
+func StartNode(cfg NodeConfig) (*Node, error) {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Now == nil {
+		cfg.Now = func() int64 { return time.Now().UnixNano() }
+	}
+	if cfg.MaxPending <= 0 {
+		cfg.MaxPending = 8192
+	}
+	if cfg.ScanWorkers <= 0 {
+		cfg.ScanWorkers = 4
+	}
+	if err := bus.ValidName("node id", cfg.ID); err != nil {
+		return nil, err
+	}
+	subj, err := bus.NewSubjects(cfg.Cluster)
+	if err != nil {
+		return nil, err
+	}
+	n := &Node{cfg: cfg, subjects: subj, scans: make(chan struct{}, cfg.ScanWorkers)}
+	n.cfg.Logger = cfg.Logger.With("node", cfg.ID)
+	n.system = NewSystem(n.cfg.Logger)
+	n.root = n.system.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return newNodeActor(n) },
+		actor.WithSupervisor(restartStrategy())))
+	n.sub, err = cfg.Conn.Subscribe(subj.SlotAll(cfg.ID), n.handle)
+	if err != nil {
+		n.stopActors()
+		return nil, fmt.Errorf("node %s: subscribe: %w", cfg.ID, err)
+	}
+	_ = n.sub.SetPendingLimits(cfg.MaxPending, 512<<20)
+	n.cfg.Logger.Info("node started", "subject", subj.SlotAll(cfg.ID), "incarnation", cfg.Store.Incarnation().String())
+	return n, nil
+}
+
+// ID is the node id.
+func (n *Node) ID() string { return n.cfg.ID }
+
+// Stats returns the node's counters.
+func (n *Node) Stats() *NodeStats { return &n.stats }
+
+// Stop leaves gracefully: stop taking requests, let in-flight writes
+// reach the store, stop the actors, and wait for delayed replies. The
+// caller closes the store afterwards (Close fsyncs what is queued).
+func (n *Node) Stop(ctx context.Context) error {
+	var err error
+	n.stopOnce.Do(func() {
+		if n.sub != nil {
+			err = n.sub.Drain()
+			for n.sub.IsValid() && ctx.Err() == nil {
+				time.Sleep(time.Millisecond)
+			}
+		}
+		n.stopActors()
+		n.replies.Wait()
+		n.cfg.Logger.Info("node stopped")
+	})
+	return err
+}
+
+// Kill stops the node abruptly, as a crash would look to its peers: it
+// stops answering at once. (Durable state is whatever the store synced.)
+func (n *Node) Kill() {
+	n.stopOnce.Do(func() {
+		_ = n.sub.Unsubscribe()
+		n.stopActors()
+		n.replies.Wait()
+		n.cfg.Logger.Warn("node killed")
+	})
+}
+
+func (n *Node) stopActors() {
+	_ = n.system.Root.PoisonFuture(n.root).Wait()
+	n.system.Shutdown()
+}
+
+// fail is called when the store failed; the node stops loudly.
+func (n *Node) fail(err error) {
+	n.fatal.Do(func() {
+		n.cfg.Logger.Error("store failed: node must stop", "err", err)
+		if n.cfg.OnFatal != nil {
+			go n.cfg.OnFatal(err)
+		}
+	})
+}
+
+// respond sends a reply, late if the node is configured slow, and releases
+// the request's pending slot.
+func (n *Node) respond(m *nats.Msg, data []byte) {
+	if n.cfg.ReplyDelay <= 0 {
+		n.pending.Add(-1)
+		_ = m.Respond(data)
+		return
+	}
+	n.replies.Add(1)
+	time.AfterFunc(n.cfg.ReplyDelay, func() {
+		defer n.replies.Done()
+		n.pending.Add(-1)
+		_ = m.Respond(data)
+	})
+}
+
+func (n *Node) writeReply(m *nats.Msg, s bus.Status, detail string) {
+	n.respond(m, bus.WriteReply{Status: s, NodeClock: n.cfg.Now(), Detail: bus.TruncDetail(detail)}.Marshal())
+}
+
+func (n *Node) scanError(m *nats.Msg, s bus.Status, detail string) {
+	n.respond(m, bus.ScanReply{Status: s, NodeClock: n.cfg.Now(), Detail: bus.TruncDetail(detail),
+		Birth: n.cfg.Store.Incarnation().Birth}.Marshal())
+}
+
+// errReply answers a request of either kind with an error status.
+func (n *Node) errReply(m *nats.Msg, isScan bool, s bus.Status, detail string) {
+	switch s {
+	case bus.StatusBadRequest, bus.StatusWrongNode:
+		n.stats.BadRequests.Add(1)
+	case bus.StatusBusy:
+		n.stats.Busy.Add(1)
+	}
+	if isScan {
+		n.scanError(m, s, detail)
+	} else {
+		n.writeReply(m, s, detail)
+	}
+}
+
+// handle runs on the subscription's goroutine: it validates the request
+// (subject against payload against metadata, shard CRC) and hands it to
+// the node actor. It never blocks on the store.
+func (n *Node) handle(m *nats.Msg) {
+	n.pending.Add(1)
+	if m.Reply == "" {
+		n.pending.Add(-1)
+		return
+	}
+	req, err := bus.DecodeRequest(m.Data)
+	if err != nil {
+		n.errReply(m, false, bus.StatusBadRequest, err.Error())
+		return
+	}
+	r, status, detail := n.route(m, req)
+	if status != 0 {
+		_, isScan := req.(bus.ScanReq)
+		n.errReply(m, isScan, status, detail)
+		return
+	}
+	n.system.Root.Send(n.root, r)
+}
+
+// slotRequest is a validated request on its way to its owner.
+type slotRequest struct {
+	msg       *nats.Msg
+	topic     *Topic
+	partition uint32
+	write     *bus.WriteReq
+	shard     stripe.ShardHeader
+	scan      *bus.ScanReq
+}
+
+func (r *slotRequest) rangeStart() uint64 {
+	if r.write != nil {
+		return rangeOf(r.write.Offset)
+	}
+	return rangeOf(r.scan.From)
+}
+
+// route checks a decoded request and builds the slotRequest.
+func (n *Node) route(m *nats.Msg, req any) (*slotRequest, bus.Status, string) {
+	if int(n.pending.Load()) > n.cfg.MaxPending {
+		return nil, bus.StatusBusy, "node overloaded"
+	}
+	node, topic, part, err := n.subjects.ParseSlot(m.Subject)
+	if err != nil || node != n.cfg.ID {
+		return nil, bus.StatusBadRequest, fmt.Sprintf("bad subject %q", m.Subject)
+	}
+	r := &slotRequest{msg: m, partition: part}
+	var ptopic string
+	var ppart uint32
+	switch q := req.(type) {
+	case bus.WriteReq:
+		r.write, ptopic, ppart = &q, q.Topic, q.Partition
+	case bus.ScanReq:
+		r.scan, ptopic, ppart = &q, q.Topic, q.Partition
+	default:
+		return nil, bus.StatusBadRequest, "not a request"
+	}
+	if ptopic != topic || ppart != part {
+		return nil, bus.StatusBadRequest, fmt.Sprintf("subject names %s/%d, payload %s/%d", topic, part, ptopic, ppart)
+	}
+	t, err := n.cfg.Catalog.Topic(topic)
+	if err != nil {
+		return nil, bus.StatusBadRequest, err.Error()
+	}
+	if int(part) >= t.Partitions {
+		return nil, bus.StatusBadRequest, fmt.Sprintf("topic %s has %d partitions, not %d", topic, t.Partitions, part+1)
+	}
+	pos := t.Position(part, n.cfg.ID)
+	if pos < 0 {
+		return nil, bus.StatusWrongNode, fmt.Sprintf("node %s is not in the ensemble of %s/%d", n.cfg.ID, topic, part)
+	}
+	r.topic = t
+	if r.write != nil {
+		s, err := stripe.Parse(r.write.Shard)
+		if err != nil {
+			return nil, bus.StatusBadRequest, err.Error()
+		}
+		if int(s.Index) != pos || int(s.N) != t.Params.N || int(s.K) != t.Params.K {
+			return nil, bus.StatusWrongNode, fmt.Sprintf("shard %d of n=%d k=%d sent to ensemble position %d of n=%d k=%d",
+				s.Index, s.N, s.K, pos, t.Params.N, t.Params.K)
+		}
+		r.shard = s.ShardHeader
+	}
+	return r, 0, ""
+}
+
+var errStopped = errors.New("node stopped")

@@ -1,0 +1,203 @@
+package actors
+
+import (
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/raidq/raidq/actors/core"
+	"github.com/raidq/raidq/bus"
+	"github.com/raidq/raidq/slotstore"
+	"github.com/raidq/raidq/stripe"
+)
+
+// ownerIdle is how long a slot owner waits without requests before it
+// retires. Ranges older than the accept window only see scans, so most
+// owners live a few seconds.
+const ownerIdle = 5 * time.Second
+
+// ownerActor is the slot-owner of one offset range of one partition on one
+// node (DESIGN §4). It is the only writer of its slots: every write and
+// scan of the range passes through its mailbox, so check-then-insert is
+// race free. It calls core.Owner and carries out the effects: commit to the
+// store (group commit; reply after fsync), seal, scan.
+type ownerActor struct {
+	node      *Node
+	topic     *Topic
+	partition uint32
+	lo        uint64
+	core      *core.Owner
+	inflight  atomic.Int64 // commits queued but not yet done
+}
+
+func newOwnerActor(n *Node, t *Topic, p uint32, lo uint64) *ownerActor {
+	return &ownerActor{node: n, topic: t, partition: p, lo: lo}
+}
+
+func (a *ownerActor) Receive(ctx actor.Context) {
+	switch m := ctx.Message().(type) {
+	case *actor.Started:
+		a.load()
+		ctx.SetReceiveTimeout(ownerIdle)
+	case *slotRequest:
+		if m.write != nil {
+			a.write(m)
+		} else {
+			a.scan(m)
+		}
+	case *actor.ReceiveTimeout:
+		if a.inflight.Load() == 0 {
+			ctx.Request(ctx.Parent(), &retire{lo: a.lo})
+		}
+	}
+}
+
+// load rebuilds the owner's view from the store. It first waits for a
+// barrier so that commits queued by a previous owner of the range (one
+// that retired or crashed) are visible. Blocking here is bounded by one
+// group commit and happens once per owner life.
+func (a *ownerActor) load() {
+	st := a.node.cfg.Store
+	done := make(chan error, 1)
+	st.Commit(&slotstore.Batch{}, func(err error) { done <- err })
+	err := <-done
+	seal := uint64(0)
+	slots := make(map[uint64]core.SlotInfo)
+	if err == nil {
+		seal, err = st.Seal(a.topic.Name, a.partition, a.lo)
+	}
+	if err == nil {
+		err = st.Scan(a.topic.Name, a.partition, a.lo, a.lo+core.RangeNanos, func(off uint64, b []byte) bool {
+			h, herr := stripe.ParseHeader(b)
+			if herr != nil {
+				// A slot with a bad header is still occupied: it must
+				// never be written again. Record it as an unknown stripe.
+				slots[off] = core.SlotInfo{Index: 255}
+				return true
+			}
+			slots[off] = core.SlotInfo{ID: h.ID, Index: h.Index, DataCRC: h.DataCRC}
+			return true
+		})
+	}
+	if err != nil {
+		a.node.fail(fmt.Errorf("load %s/%d range %d: %w", a.topic.Name, a.partition, a.lo, err))
+	}
+	p := a.topic.Params
+	a.core = core.NewOwner(core.OwnerConfig{Topic: a.topic.Name, Partition: a.partition, Lo: a.lo,
+		Accept: int64(p.AcceptWindow), Future: int64(p.FutureBound), Birth: a.topic.BirthFor(st.Incarnation().Birth)}, seal, slots)
+}
+
+// write carries out core.Owner.Write: persist then reply OK, or reply now.
+func (a *ownerActor) write(m *slotRequest) {
+	n := a.node
+	d := a.core.Write(n.cfg.Now(), m.write.Offset, &m.shard, m.write.Repair)
+	a.count(d.Status)
+	if !d.Persist && !d.Barrier {
+		n.writeReply(m.msg, bus.Status(d.Status), d.Detail)
+		return
+	}
+	b := &slotstore.Batch{}
+	if d.Persist {
+		b.PutSlot(slotstore.Key{Topic: a.topic.Name, Partition: a.partition, Offset: m.write.Offset}, m.write.Shard)
+	}
+	a.inflight.Add(1)
+	n.cfg.Store.Commit(b, func(err error) {
+		defer a.inflight.Add(-1)
+		if err != nil {
+			n.stats.StoreErrors.Add(1)
+			n.writeReply(m.msg, bus.StatusStoreError, err.Error())
+			if !isBusy(err) {
+				n.fail(err)
+			}
+			return
+		}
+		n.writeReply(m.msg, bus.StatusOK, "")
+	})
+}
+
+func (a *ownerActor) count(s core.Status) {
+	st := &a.node.stats
+	switch s {
+	case core.StatusOK:
+		st.Writes.Add(1)
+	case core.StatusConflict:
+		st.Conflicts.Add(1)
+	case core.StatusSealed:
+		st.Sealed.Add(1)
+	case core.StatusClockAhead:
+		st.ClockAhead.Add(1)
+	case core.StatusBadRequest:
+		st.BadRequests.Add(1)
+	}
+}
+
+// scan carries out core.Owner.Scan: persist the raised seal (which is also
+// a barrier: every write accepted before it is durable and visible), then
+// read the page on a scan worker and reply.
+func (a *ownerActor) scan(m *slotRequest) {
+	n := a.node
+	q := *m.scan
+	if q.To > a.lo+core.RangeNanos {
+		n.scanError(m.msg, bus.StatusBadRequest, fmt.Sprintf("scan [%d,%d) crosses the range boundary %d", q.From, q.To, a.lo+core.RangeNanos))
+		return
+	}
+	d := a.core.Scan(n.cfg.Now(), q.From, q.To, q.Seal)
+	if d.Status != core.StatusOK {
+		n.scanError(m.msg, bus.Status(d.Status), d.Detail)
+		return
+	}
+	n.stats.Scans.Add(1)
+	b := &slotstore.Batch{}
+	if d.PersistSeal {
+		b.SetSeal(a.topic.Name, a.partition, a.lo, d.Seal)
+	}
+	a.inflight.Add(1)
+	n.cfg.Store.Commit(b, func(err error) {
+		defer a.inflight.Add(-1)
+		if err != nil {
+			n.scanError(m.msg, bus.StatusStoreError, err.Error())
+			if !isBusy(err) {
+				n.fail(err)
+			}
+			return
+		}
+		n.scans <- struct{}{}
+		go func() {
+			defer func() { <-n.scans }()
+			n.readPage(m, q, d)
+		}()
+	})
+}
+
+// readPage reads one page of [q.From, q.To) and replies. Runs on a scan
+// worker goroutine, never inside an actor.
+func (n *Node) readPage(m *slotRequest, q bus.ScanReq, d core.ScanDecision) {
+	budget := q.Budget(int(n.cfg.Conn.MaxPayload()))
+	pb := bus.NewScanReplyBuilder(budget)
+	next := q.To
+	err := n.cfg.Store.Scan(q.Topic, q.Partition, q.From, q.To, func(off uint64, shard []byte) bool {
+		if q.HeadersOnly && len(shard) > stripe.HeaderSize {
+			shard = shard[:stripe.HeaderSize]
+		}
+		if perr := pb.Add(off, append([]byte(nil), shard...)); perr != nil {
+			next = off
+			return false
+		}
+		return true
+	})
+	if err != nil {
+		n.stats.StoreErrors.Add(1)
+		n.scanError(m.msg, bus.StatusStoreError, err.Error())
+		return
+	}
+	birth := m.topic.BirthFor(n.cfg.Store.Incarnation().Birth)
+	status := bus.StatusOK
+	if d.Unknown {
+		status = bus.StatusUnknown
+	}
+	n.respond(m.msg, pb.Reply(bus.ScanReply{Status: status, NodeClock: n.cfg.Now(), Seal: d.Seal, Birth: birth, Next: next}).Marshal())
+}
+
+func isBusy(err error) bool { return err != nil && errorsIs(err, slotstore.ErrBusy) }

@@ -1,0 +1,144 @@
+package actors
+
+import (
+	"context"
+	"crypto/rand"
+	"fmt"
+	"hash/fnv"
+	mrand "math/rand/v2"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/raidq/raidq/actors/core"
+	"github.com/raidq/raidq/stripe"
+)
+
+// ProducerConfig configures one producer of one topic.
+type ProducerConfig struct {
+	Topic string
+	// Linger: an open batch closes this long after its first record (default 2ms).
+	Linger time.Duration
+	// MaxBatchBytes: an open batch closes at this size (default 256 KiB).
+	MaxBatchBytes int
+	// MaxInflight: stripes in flight per partition; closed batches beyond
+	// it wait in order (default 32).
+	MaxInflight int
+	// MaxQueuedBatches: closed batches waiting per partition before sends
+	// fail with ErrBusy (default 1024).
+	MaxQueuedBatches int
+	// Writer overrides the write rules derived from the topic (zero = derived).
+	Writer core.WriterConfig
+	// Seed seeds the producer's random source (jitter); 0 = random.
+	Seed uint64
+}
+
+// SendResult is the outcome of one record's send.
+type SendResult struct {
+	Partition int
+	Pos       core.Position
+	Stripe    stripe.ID
+	Err       error
+}
+
+// produce is one record handed to the producer actor.
+type produce struct {
+	rec       stripe.Record
+	partition int // -1: choose
+	cb        func(SendResult)
+}
+
+type flushReq struct{ done chan struct{} }
+type lingerFire struct {
+	partition int
+	gen       uint64
+}
+type producerTick struct{}
+
+// Producer is the handle of a producer actor.
+type Producer struct {
+	c     *Client
+	pid   *actor.PID
+	topic *Topic
+}
+
+// NewProducer spawns a producer actor for cfg.Topic.
+func (c *Client) NewProducer(cfg ProducerConfig) (*Producer, error) {
+	t, err := c.cfg.Catalog.Topic(cfg.Topic)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.Linger <= 0 {
+		cfg.Linger = 2 * time.Millisecond
+	}
+	if cfg.MaxBatchBytes <= 0 {
+		cfg.MaxBatchBytes = 256 << 10
+	}
+	cfg.MaxBatchBytes = min(cfg.MaxBatchBytes, stripe.MaxBatchBytes/2)
+	if cfg.MaxInflight <= 0 {
+		cfg.MaxInflight = 32
+	}
+	if cfg.MaxQueuedBatches <= 0 {
+		cfg.MaxQueuedBatches = 1024
+	}
+	if cfg.Writer.Params.N == 0 {
+		cfg.Writer = core.DefaultWriterConfig(t.Params)
+	}
+	if cfg.Seed == 0 {
+		var b [8]byte
+		_, _ = rand.Read(b[:])
+		for _, x := range b {
+			cfg.Seed = cfg.Seed<<8 | uint64(x)
+		}
+	}
+	pa := newProducerActor(c, t, cfg)
+	pid, err := c.spawn(actor.PropsFromProducer(func() actor.Actor { return pa }))
+	if err != nil {
+		return nil, err
+	}
+	return &Producer{c: c, pid: pid, topic: t}, nil
+}
+
+// Topic is the producer's topic.
+func (p *Producer) Topic() *Topic { return p.topic }
+
+// Send hands a record to the producer; cb is called once with the outcome
+// from the producer actor's goroutine, so it must not block. partition -1
+// lets the producer choose (by key hash, else sticky round-robin).
+func (p *Producer) Send(rec stripe.Record, partition int, cb func(SendResult)) {
+	p.c.system.Root.Send(p.pid, &produce{rec: rec, partition: partition, cb: cb})
+}
+
+// Flush closes every open batch and waits until every record sent before
+// it has its outcome, or ctx ends.
+func (p *Producer) Flush(ctx context.Context) error {
+	done := make(chan struct{})
+	p.c.system.Root.Send(p.pid, &flushReq{done: done})
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("flush: %w", ctx.Err())
+	}
+}
+
+// Close flushes (bounded by ctx) and stops the producer; records still
+// unresolved get ErrClosed.
+func (p *Producer) Close(ctx context.Context) error {
+	err := p.Flush(ctx)
+	_ = p.c.system.Root.PoisonFuture(p.pid).Wait()
+	return err
+}
+
+// partitionOf picks a partition for a record.
+func partitionOf(key []byte, partitions int, sticky int) int {
+	if len(key) == 0 {
+		return sticky % partitions
+	}
+	h := fnv.New32a()
+	_, _ = h.Write(key)
+	return int(h.Sum32() % uint32(partitions))
+}
+
+// newRand makes the producer's seeded random source.
+func newRand(seed uint64) *mrand.Rand { return mrand.New(mrand.NewPCG(seed, seed^0x9e3779b97f4a7c15)) }

@@ -1,0 +1,293 @@
+package actors
+
+import (
+	"crypto/rand"
+	"fmt"
+	mrand "math/rand/v2"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/asynkron/protoactor-go/scheduler"
+
+	"github.com/raidq/raidq/actors/core"
+	"github.com/raidq/raidq/bus"
+	"github.com/raidq/raidq/stripe"
+)
+
+// producerTickEvery is how often the producer checks attempt timeouts.
+const producerTickEvery = 5 * time.Millisecond
+
+// batch is an open or queued micro-batch of one partition.
+type batch struct {
+	recs  []stripe.Record
+	cbs   []func(SendResult)
+	bytes int
+}
+
+// inflight is a stripe being written.
+type inflight struct {
+	partition int
+	b         *batch
+	payload   []byte
+	shards    []stripe.Shard // encoded for the first attempt's offset
+}
+
+// partState is the producer's state for one partition.
+type partState struct {
+	writer *core.Writer
+	open   *batch
+	gen    uint64 // linger generation of the open batch
+	queue  []*batch
+	active int
+}
+
+// shardTag identifies a shard request in a LinkResult.
+type shardTag struct {
+	partition int
+	id        stripe.ID
+	attempt   int
+	node      int
+}
+
+// producerActor batches records per partition, encodes stripes, sends
+// shards through the link actors and drives core.Writer with the replies
+// (DESIGN §3). Its state is lost on a restart, so it runs unsupervised:
+// a panic here is a bug that fails the records in flight loudly.
+type producerActor struct {
+	c       *Client
+	topic   *Topic
+	cfg     ProducerConfig
+	id      stripe.ProducerID
+	seq     uint64
+	parts   []*partState
+	stripes map[stripe.ID]*inflight
+	rnd     *mrand.Rand
+	sticky  int
+	flushes []chan struct{}
+	sched   *scheduler.TimerScheduler
+	cancel  scheduler.CancelFunc
+}
+
+func newProducerActor(c *Client, t *Topic, cfg ProducerConfig) *producerActor {
+	a := &producerActor{c: c, topic: t, cfg: cfg, stripes: make(map[stripe.ID]*inflight), rnd: newRand(cfg.Seed)}
+	_, _ = rand.Read(a.id[:])
+	a.parts = make([]*partState, t.Partitions)
+	for i := range a.parts {
+		a.parts[i] = &partState{writer: core.NewWriter(cfg.Writer)}
+	}
+	a.sticky = a.rnd.IntN(t.Partitions)
+	return a
+}
+
+func (a *producerActor) Receive(ctx actor.Context) {
+	switch m := ctx.Message().(type) {
+	case *actor.Started:
+		a.sched = scheduler.NewTimerScheduler(ctx)
+		a.cancel = a.sched.SendRepeatedly(producerTickEvery, producerTickEvery, ctx.Self(), &producerTick{})
+	case *produce:
+		a.add(ctx, m)
+	case *lingerFire:
+		if p := a.parts[m.partition]; p.open != nil && p.gen == m.gen {
+			a.closeBatch(ctx, m.partition)
+		}
+	case *producerTick:
+		now := a.c.cfg.Now()
+		for i, p := range a.parts {
+			a.apply(ctx, i, p.writer.Tick(now, a.rnd))
+		}
+	case *LinkResult:
+		a.onResult(ctx, m)
+	case *flushReq:
+		for i := range a.parts {
+			a.closeBatch(ctx, i)
+		}
+		a.flushes = append(a.flushes, m.done)
+		a.checkFlushed()
+	case *actor.Stopping:
+		a.cancel()
+		a.failAll(fmt.Errorf("producer of %s: %w", a.topic.Name, core.ErrClosed))
+	}
+}
+
+// add puts a record into its partition's open batch.
+func (a *producerActor) add(ctx actor.Context, m *produce) {
+	part := m.partition
+	if part < 0 || part >= a.topic.Partitions {
+		part = partitionOf(m.rec.Key, a.topic.Partitions, a.sticky)
+	}
+	p := a.parts[part]
+	if len(p.queue) >= a.cfg.MaxQueuedBatches {
+		m.cb(SendResult{Partition: part, Err: fmt.Errorf("%w: %d batches queued for %s/%d", ErrBusy, len(p.queue), a.topic.Name, part)})
+		return
+	}
+	if p.open == nil {
+		p.open = &batch{}
+		p.gen++
+		a.sched.SendOnce(a.cfg.Linger, ctx.Self(), &lingerFire{partition: part, gen: p.gen})
+	}
+	p.open.recs = append(p.open.recs, m.rec)
+	p.open.cbs = append(p.open.cbs, m.cb)
+	p.open.bytes += m.rec.Size()
+	if p.open.bytes >= a.cfg.MaxBatchBytes || len(p.open.recs) >= stripe.MaxRecords {
+		a.closeBatch(ctx, part)
+	}
+}
+
+// closeBatch queues the open batch and starts what the in-flight limit allows.
+func (a *producerActor) closeBatch(ctx actor.Context, part int) {
+	p := a.parts[part]
+	if p.open == nil {
+		return
+	}
+	p.queue = append(p.queue, p.open)
+	p.open = nil
+	if len(a.parts) > 1 && a.cfg.Writer.Params.N > 0 {
+		a.sticky = (a.sticky + 1) % len(a.parts)
+	}
+	a.startQueued(ctx, part)
+}
+
+func (a *producerActor) startQueued(ctx actor.Context, part int) {
+	p := a.parts[part]
+	for len(p.queue) > 0 && p.active < a.cfg.MaxInflight {
+		b := p.queue[0]
+		p.queue = p.queue[1:]
+		a.start(ctx, part, b)
+	}
+}
+
+// start encodes a batch as a stripe and sends its first attempt.
+func (a *producerActor) start(ctx actor.Context, part int, b *batch) {
+	payload, err := stripe.AppendBatch(nil, b.recs)
+	if err != nil {
+		a.finish(b, SendResult{Partition: part, Err: err})
+		return
+	}
+	a.seq++
+	id := stripe.ID{Producer: a.id, Seq: a.seq}
+	p := a.parts[part]
+	send := p.writer.Start(a.c.cfg.Now(), id)
+	shards, err := stripe.Encode(id, send.Offset, a.topic.Params.N, a.topic.Params.K, payload)
+	if err != nil {
+		a.finish(b, SendResult{Partition: part, Err: err})
+		return
+	}
+	p.active++
+	a.stripes[id] = &inflight{partition: part, b: b, payload: payload, shards: shards}
+	a.sendShards(ctx, part, send)
+}
+
+// sendShards sends shard i of an attempt to ensemble[i].
+func (a *producerActor) sendShards(ctx actor.Context, part int, s core.Send) {
+	st := a.stripes[s.ID]
+	shards := st.shards
+	if shards[0].Offset != s.Offset {
+		shards = stripe.Reshard(shards, s.Offset)
+	}
+	ens := a.topic.Ensembles[part]
+	for i := range shards {
+		req := bus.WriteReq{Topic: a.topic.Name, Partition: uint32(part), Offset: s.Offset, Shard: shards[i].Marshal()}
+		ctx.Send(a.c.link(ens[i]), &linkSend{Subject: a.c.subjects.Slot(ens[i], a.topic.Name, uint32(part)),
+			Data: req.Marshal(), ReplyTo: ctx.Self(), Tag: shardTag{partition: part, id: s.ID, attempt: s.Attempt, node: i}})
+	}
+}
+
+// onResult feeds one shard reply to the partition's writer.
+func (a *producerActor) onResult(ctx actor.Context, m *LinkResult) {
+	tag, ok := m.Tag.(shardTag)
+	if !ok {
+		return
+	}
+	status, clock := core.StatusNoReply, int64(0)
+	if m.Err == nil {
+		if r, err := bus.DecodeWriteReply(m.Data); err == nil {
+			status, clock = core.Status(r.Status), r.NodeClock
+		}
+	}
+	a.apply(ctx, tag.partition, a.parts[tag.partition].writer.Reply(a.c.cfg.Now(), a.rnd, tag.id, tag.attempt, tag.node, status, clock))
+}
+
+// apply carries out the writer's effects.
+func (a *producerActor) apply(ctx actor.Context, part int, effects []any) {
+	for _, e := range effects {
+		switch e := e.(type) {
+		case core.Send:
+			a.sendShards(ctx, part, e)
+		case core.Ack:
+			if st := a.stripes[e.ID]; st != nil && st.b != nil {
+				a.ack(st, e)
+			}
+		case core.Fail:
+			if st := a.stripes[e.ID]; st != nil && st.b != nil {
+				a.finish(st.b, SendResult{Partition: part, Stripe: e.ID, Err: fmt.Errorf("send to %s/%d: %w", a.topic.Name, part, e.Err)})
+				st.b = nil
+			}
+		case core.Done:
+			if st := a.stripes[e.ID]; st != nil {
+				delete(a.stripes, e.ID)
+				a.parts[part].active--
+				a.startQueued(ctx, part)
+			}
+		}
+	}
+	a.checkFlushed()
+}
+
+func (a *producerActor) ack(st *inflight, e core.Ack) {
+	for i, cb := range st.b.cbs {
+		cb(SendResult{Partition: st.partition, Pos: core.Position{Offset: e.Offset, Index: uint32(i)}, Stripe: e.ID})
+	}
+	st.b = nil
+}
+
+func (a *producerActor) finish(b *batch, r SendResult) {
+	for _, cb := range b.cbs {
+		cb(r)
+	}
+}
+
+// checkFlushed releases flush waiters once nothing is open, queued or
+// awaiting an outcome.
+func (a *producerActor) checkFlushed() {
+	if len(a.flushes) == 0 {
+		return
+	}
+	for _, p := range a.parts {
+		if p.open != nil || len(p.queue) > 0 {
+			return
+		}
+	}
+	for _, st := range a.stripes {
+		if st.b != nil {
+			return
+		}
+	}
+	for _, d := range a.flushes {
+		close(d)
+	}
+	a.flushes = nil
+}
+
+// failAll fails every record without an outcome (the producer is stopping).
+func (a *producerActor) failAll(err error) {
+	for i, p := range a.parts {
+		if p.open != nil {
+			p.queue = append(p.queue, p.open)
+			p.open = nil
+		}
+		for _, b := range p.queue {
+			a.finish(b, SendResult{Partition: i, Err: err})
+		}
+		p.queue = nil
+	}
+	for _, st := range a.stripes {
+		if st.b != nil {
+			a.finish(st.b, SendResult{Partition: st.partition, Stripe: stripe.ID{}, Err: err})
+			st.b = nil
+		}
+	}
+	for _, d := range a.flushes {
+		close(d)
+	}
+	a.flushes = nil
+}

@@ -1,0 +1,226 @@
+package actors
+
+import (
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/asynkron/protoactor-go/scheduler"
+	"github.com/nats-io/nats.go"
+
+	"github.com/raidq/raidq/actors/core"
+	"github.com/raidq/raidq/bus"
+)
+
+// ReaderConfig configures one partition reader.
+type ReaderConfig struct {
+	Topic     string
+	Partition int
+	From      core.Position
+	// Core overrides the reader rules derived from the topic (zero = derived).
+	Core core.ReaderConfig
+	// ScanTimeout bounds one node's answer to one scan page (default 1s).
+	ScanTimeout time.Duration
+	// Poll is how long to wait when caught up with the clock (default 10ms).
+	Poll time.Duration
+	// Sink receives each batch of deliveries, in order, on a goroutine of
+	// its own; the reader does not scan further until it returns.
+	Sink func([]core.Delivery)
+	// OnReport receives the reader's in-doubt/corrupt/stall reports (optional).
+	OnReport func(core.Output)
+}
+
+type readerPump struct{}
+type scanDone struct {
+	sc      core.Scan
+	results []core.NodeResult
+}
+type sinkDone struct{}
+
+// readerActor drives core.Reader: it runs the scans the core asks for on
+// every node of the ensemble (in parallel, paged), feeds the results back,
+// and hands deliveries to the sink (DESIGN §5).
+type readerActor struct {
+	c        *Client
+	topic    *Topic
+	cfg      ReaderConfig
+	core     *core.Reader
+	log      *slog.Logger
+	busy     bool // a scan or a sink call is under way
+	sinkCh   chan []core.Delivery
+	sinkQuit chan struct{}
+	stalled  time.Time
+	sched    *scheduler.TimerScheduler
+}
+
+// Reader is the handle of a reader actor.
+type Reader struct {
+	c   *Client
+	pid *actor.PID
+}
+
+// NewReader spawns a reader of one partition.
+func (c *Client) NewReader(cfg ReaderConfig) (*Reader, error) {
+	t, err := c.cfg.Catalog.Topic(cfg.Topic)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.Partition < 0 || cfg.Partition >= t.Partitions {
+		return nil, fmt.Errorf("topic %s has partitions 0..%d, not %d", t.Name, t.Partitions-1, cfg.Partition)
+	}
+	if cfg.Core.Params.N == 0 {
+		cfg.Core = core.DefaultReaderConfig(t.Params)
+	}
+	if cfg.From.Offset < t.Created {
+		cfg.From = core.Position{Offset: t.Created} // nothing exists before the topic
+	}
+	if cfg.ScanTimeout <= 0 {
+		cfg.ScanTimeout = time.Second
+	}
+	if cfg.Poll <= 0 {
+		cfg.Poll = 10 * time.Millisecond
+	}
+	ra := &readerActor{c: c, topic: t, cfg: cfg, core: core.NewReader(cfg.Core, cfg.From),
+		log: c.cfg.Logger.With("topic", t.Name, "partition", cfg.Partition)}
+	pid, err := c.spawn(actor.PropsFromProducer(func() actor.Actor { return ra }))
+	if err != nil {
+		return nil, err
+	}
+	return &Reader{c: c, pid: pid}, nil
+}
+
+// Close stops the reader.
+func (r *Reader) Close() { _ = r.c.system.Root.PoisonFuture(r.pid).Wait() }
+
+func (a *readerActor) Receive(ctx actor.Context) {
+	switch m := ctx.Message().(type) {
+	case *actor.Started:
+		a.sched = scheduler.NewTimerScheduler(ctx)
+		a.startSink(ctx)
+		ctx.Send(ctx.Self(), &readerPump{})
+	case *readerPump:
+		a.pump(ctx)
+	case *scanDone:
+		a.applyScan(ctx, m)
+	case *sinkDone:
+		a.busy = false
+		a.pump(ctx)
+	case *actor.Stopping:
+		close(a.sinkQuit)
+	}
+}
+
+// startSink runs the sink on its own goroutine so a slow consumer never
+// blocks the actor; the reader waits for sinkDone before scanning on.
+func (a *readerActor) startSink(ctx actor.Context) {
+	a.sinkCh, a.sinkQuit = make(chan []core.Delivery), make(chan struct{})
+	self, root := ctx.Self(), ctx.ActorSystem().Root
+	go func() {
+		for {
+			select {
+			case ds := <-a.sinkCh:
+				a.cfg.Sink(ds)
+				root.Send(self, &sinkDone{})
+			case <-a.sinkQuit:
+				return
+			}
+		}
+	}()
+}
+
+func (a *readerActor) pump(ctx actor.Context) {
+	if a.busy {
+		return
+	}
+	sc, ok := a.core.Next(a.c.cfg.Now())
+	if !ok {
+		a.sched.SendOnce(a.cfg.Poll, ctx.Self(), &readerPump{})
+		return
+	}
+	a.busy = true
+	self, root := ctx.Self(), ctx.ActorSystem().Root
+	go func() { root.Send(self, &scanDone{sc: sc, results: a.scanAll(sc)}) }()
+}
+
+// applyScan feeds a finished scan to the core and ships the deliveries.
+func (a *readerActor) applyScan(ctx actor.Context, m *scanDone) {
+	out := a.core.Apply(a.c.cfg.Now(), m.sc, m.results)
+	a.report(out)
+	if len(out.Deliveries) == 0 {
+		a.busy = false
+		if out.Stalled != "" {
+			a.sched.SendOnce(50*time.Millisecond, ctx.Self(), &readerPump{})
+			return
+		}
+		a.pump(ctx)
+		return
+	}
+	select {
+	case a.sinkCh <- out.Deliveries:
+	case <-a.sinkQuit:
+	}
+}
+
+func (a *readerActor) report(out core.Output) {
+	for _, d := range out.InDoubt {
+		a.log.Warn("offset in doubt: skipped after waiting for unheard nodes", "offset", d.Offset, "stripe", d.Stripe.String(),
+			"shards_seen", d.Seen, "unheard_positions", d.Unheard)
+	}
+	for _, c := range out.Corrupt {
+		a.log.Warn("corrupt shard treated as missing", "offset", c.Offset, "position", c.Node, "err", c.Err)
+	}
+	if out.Stalled != "" && time.Since(a.stalled) > 5*time.Second {
+		a.stalled = time.Now()
+		a.log.Warn("reader stalled", "why", out.Stalled)
+	}
+	if a.cfg.OnReport != nil {
+		a.cfg.OnReport(out)
+	}
+}
+
+// scanAll scans sc on each listed ensemble position in parallel. Runs on
+// its own goroutine, never in the actor.
+func (a *readerActor) scanAll(sc core.Scan) []core.NodeResult {
+	results := make([]core.NodeResult, len(sc.Nodes))
+	var wg sync.WaitGroup
+	for i, pos := range sc.Nodes {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			results[i] = a.scanNode(sc, pos)
+		}()
+	}
+	wg.Wait()
+	return results
+}
+
+// scanNode runs every page of one node's scan; any failure makes the node
+// unheard for this scan.
+func (a *readerActor) scanNode(sc core.Scan, pos int) core.NodeResult {
+	node := a.topic.Ensembles[a.cfg.Partition][pos]
+	subj := a.c.subjects.Slot(node, a.topic.Name, uint32(a.cfg.Partition))
+	res := core.NodeResult{Node: pos}
+	from := sc.From
+	for pages := 0; from < sc.To; pages++ {
+		req := bus.ScanReq{Topic: a.topic.Name, Partition: uint32(a.cfg.Partition), From: from, To: sc.To, Seal: true}
+		msg, err := a.c.cfg.Conn.Request(subj, req.Marshal(), a.cfg.ScanTimeout)
+		if err != nil {
+			if err != nats.ErrNoResponders && err != nats.ErrTimeout {
+				a.log.Debug("scan failed", "node", node, "err", err)
+			}
+			return res
+		}
+		rep, err := bus.DecodeScanReply(msg.Data)
+		if err != nil || rep.Status != bus.StatusOK || rep.Next <= from || rep.Next > sc.To {
+			return res
+		}
+		for _, e := range rep.Entries {
+			res.Entries = append(res.Entries, core.Entry{Offset: e.Offset, Shard: e.Shard})
+		}
+		from = rep.Next
+	}
+	res.Heard = true
+	return res
+}

@@ -1,0 +1,157 @@
+package bus
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// ErrBadName is wrapped by every ValidName error.
+var ErrBadName = errors.New("invalid name")
+
+// ErrBadSubject is wrapped by every ParseSlot error.
+var ErrBadSubject = errors.New("invalid subject")
+
+// MaxNameLen is the longest cluster, node or topic name, in bytes.
+const MaxNameLen = 128
+
+// SubjectPrefix is the first token of every raidq subject.
+const SubjectPrefix = "raidq"
+
+// ValidName reports whether s is a valid cluster, node or topic name: 1 to
+// MaxNameLen characters of [A-Za-z0-9_-]. Such names are safe as a single
+// NATS subject token (no dots, wildcards or spaces) and as a file name. kind
+// ("cluster", "node", "topic", ...) only names the thing in the error, which
+// wraps ErrBadName and states the rule.
+func ValidName(kind, s string) error {
+	if len(s) == 0 {
+		return fmt.Errorf("%w: %s name is empty: want 1..%d characters of [A-Za-z0-9_-]", ErrBadName, kind, MaxNameLen)
+	}
+	if len(s) > MaxNameLen {
+		return fmt.Errorf("%w: %s name is %d bytes long: want 1..%d characters of [A-Za-z0-9_-]", ErrBadName, kind, len(s), MaxNameLen)
+	}
+	for i := 0; i < len(s); i++ {
+		if !nameByte(s[i]) {
+			return fmt.Errorf("%w: %s name %q has %q at byte %d: want 1..%d characters of [A-Za-z0-9_-] (no dots, wildcards or spaces)",
+				ErrBadName, kind, s, s[i], i, MaxNameLen)
+		}
+	}
+	return nil
+}
+
+func nameByte(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-'
+}
+
+// validNameFast is ValidName without building an error.
+func validNameFast(s string) bool {
+	if len(s) == 0 || len(s) > MaxNameLen {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if !nameByte(s[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+// Subjects builds and parses the NATS subjects of one raidq cluster
+// (DESIGN §10):
+//
+//	raidq.<cluster>.slot.<node>.<topic>.<partition>   write and scan requests to a node
+//	raidq.<cluster>.deliver.<topic>.<partition>       decoded records for subscribers
+//	raidq.<cluster>.hb.<node>                         node heartbeats
+//
+// The message type travels in the payload (see DecodeRequest), so one slot
+// subject carries both writes and scans. The zero value is not usable; build
+// one with NewSubjects. The builders do not validate node and topic names:
+// callers validate names once (ValidName) when they enter the system, and the
+// builders stay allocation-light on the hot path.
+type Subjects struct {
+	cluster string
+	slot    string // "raidq.<cluster>.slot."
+	deliver string // "raidq.<cluster>.deliver."
+	hb      string // "raidq.<cluster>.hb."
+}
+
+// NewSubjects returns the subjects of cluster, which must pass ValidName.
+func NewSubjects(cluster string) (Subjects, error) {
+	if err := ValidName("cluster", cluster); err != nil {
+		return Subjects{}, err
+	}
+	base := SubjectPrefix + "." + cluster + "."
+	return Subjects{cluster: cluster, slot: base + "slot.", deliver: base + "deliver.", hb: base + "hb."}, nil
+}
+
+// Cluster returns the cluster name the subjects were built for.
+func (s Subjects) Cluster() string { return s.cluster }
+
+// Slot returns raidq.<cluster>.slot.<node>.<topic>.<partition>, the subject
+// on which node serves write and scan requests for one partition.
+func (s Subjects) Slot(node, topic string, partition uint32) string {
+	var buf [160]byte
+	b := append(buf[:0], s.slot...)
+	b = append(b, node...)
+	b = append(b, '.')
+	b = append(b, topic...)
+	b = append(b, '.')
+	b = strconv.AppendUint(b, uint64(partition), 10)
+	return string(b)
+}
+
+// SlotAll returns raidq.<cluster>.slot.<node>.>, the wildcard a node
+// subscribes to for all its slots.
+func (s Subjects) SlotAll(node string) string {
+	return s.slot + node + ".>"
+}
+
+// Deliver returns raidq.<cluster>.deliver.<topic>.<partition>, where the
+// fan-out reader publishes a partition's decoded records (DESIGN §8).
+func (s Subjects) Deliver(topic string, partition uint32) string {
+	return s.deliver + topic + "." + strconv.FormatUint(uint64(partition), 10)
+}
+
+// DeliverAll returns raidq.<cluster>.deliver.<topic>.*, every partition of a topic.
+func (s Subjects) DeliverAll(topic string) string {
+	return s.deliver + topic + ".*"
+}
+
+// Heartbeat returns raidq.<cluster>.hb.<node>, where node publishes its heartbeats.
+func (s Subjects) Heartbeat(node string) string {
+	return s.hb + node
+}
+
+// HeartbeatAll returns raidq.<cluster>.hb.*, every node's heartbeats.
+func (s Subjects) HeartbeatAll() string {
+	return s.hb + "*"
+}
+
+// ParseSlot splits a slot subject of this cluster into its node, topic and
+// partition. It is strict: the subject must be exactly what Slot builds for
+// valid names (so the partition is canonical decimal without sign or leading
+// zeros). Errors wrap ErrBadSubject and say what is wrong.
+func (s Subjects) ParseSlot(subject string) (node, topic string, partition uint32, err error) {
+	rest, ok := strings.CutPrefix(subject, s.slot)
+	if !ok || s.slot == "" {
+		return "", "", 0, fmt.Errorf("%w: %q is not a slot subject of cluster %q (want %s<node>.<topic>.<partition>)",
+			ErrBadSubject, subject, s.cluster, s.slot)
+	}
+	node, rest, ok1 := strings.Cut(rest, ".")
+	topic, part, ok2 := strings.Cut(rest, ".")
+	if !ok1 || !ok2 || strings.Contains(part, ".") {
+		return "", "", 0, fmt.Errorf("%w: %q: want %s<node>.<topic>.<partition>", ErrBadSubject, subject, s.slot)
+	}
+	if !validNameFast(node) {
+		return "", "", 0, fmt.Errorf("%w: %q: %w", ErrBadSubject, subject, ValidName("node", node))
+	}
+	if !validNameFast(topic) {
+		return "", "", 0, fmt.Errorf("%w: %q: %w", ErrBadSubject, subject, ValidName("topic", topic))
+	}
+	p, perr := strconv.ParseUint(part, 10, 32)
+	if perr != nil || (len(part) > 1 && part[0] == '0') {
+		return "", "", 0, fmt.Errorf("%w: %q: partition %q is not a canonical decimal uint32", ErrBadSubject, subject, part)
+	}
+	return node, topic, uint32(p), nil
+}

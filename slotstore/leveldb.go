@@ -1,0 +1,317 @@
+package slotstore
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+
+	"github.com/syndtr/goleveldb/leveldb"
+	lerrors "github.com/syndtr/goleveldb/leveldb/errors"
+	"github.com/syndtr/goleveldb/leveldb/filter"
+	"github.com/syndtr/goleveldb/leveldb/opt"
+	"github.com/syndtr/goleveldb/leveldb/util"
+)
+
+// dropChunk bounds the deletes DropBefore puts in one LevelDB write.
+const dropChunk = 4096
+
+// levelStore is the LevelDB Store. Reads run concurrently with the
+// committer; the gate keeps Close from closing the DB under a reader.
+type levelStore struct {
+	dir  string
+	db   *leveldb.DB
+	opts Options
+	inc  Incarnation
+	c    *committer
+	wo   *opt.WriteOptions
+	wb   leveldb.Batch // reused by write (committer goroutine only)
+	gate gate
+}
+
+// dbOptions are the LevelDB options: strict checksums everywhere, but not
+// opt.StrictJournal, which would refuse to open a DB whose journal has the
+// torn tail an ordinary power loss leaves (that tail was never acknowledged).
+// The write buffer holds two full groups, so that a group goes through the
+// journal rather than goleveldb's large-batch path (one table per write).
+func dbOptions(o Options) *opt.Options {
+	return &opt.Options{
+		Strict: opt.StrictManifest | opt.StrictJournalChecksum | opt.StrictBlockChecksum |
+			opt.StrictCompaction | opt.StrictReader,
+		Filter:         filter.NewBloomFilter(10),
+		ErrorIfMissing: false,
+		WriteBuffer:    max(opt.DefaultWriteBuffer, 2*o.MaxBatchBytes),
+	}
+}
+
+// Open opens (or creates) the LevelDB slot store in dir. A new or wiped
+// directory gets a new Incarnation, written with Sync before Open returns.
+// A damaged database is an error wrapping ErrCorrupt that names dir.
+func Open(dir string, opts Options) (Store, error) {
+	opts = opts.withDefaults()
+	if err := os.MkdirAll(dir, 0o750); err != nil {
+		return nil, fmt.Errorf("slotstore: %s: open: %w", dir, err)
+	}
+	db, err := openDB(dir, opts)
+	if err != nil {
+		return nil, err
+	}
+	inc, created, err := loadIncarnation(db, dir, opts.Now)
+	if err != nil {
+		db.Close()
+		return nil, err
+	}
+	s := &levelStore{dir: dir, db: db, opts: opts, inc: inc, wo: &opt.WriteOptions{Sync: !opts.NoSync}}
+	s.c = newCommitter(s, opts)
+	opts.Logger.Info("slotstore: opened", "dir", dir, "incarnation", inc, "new", created, "fsync", !opts.NoSync)
+	if opts.NoSync {
+		opts.Logger.Warn("slotstore: --no-fsync: commits are NOT fsynced; a power loss can lose acknowledged writes", "dir", dir)
+	}
+	return s, nil
+}
+
+// openDB opens the LevelDB, turning corruption (and any panic) into an error.
+func openDB(dir string, o Options) (db *leveldb.DB, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			db, err = nil, fmt.Errorf("slotstore: %s: open: %w: leveldb panicked: %v", dir, ErrCorrupt, r)
+		}
+	}()
+	db, err = leveldb.OpenFile(dir, dbOptions(o))
+	if lerrors.IsCorrupted(err) {
+		return nil, fmt.Errorf("%w (salvage it with leveldb.RecoverFile, or wipe the directory: "+
+			"the node then starts a new incarnation that repair refills)", wrapDB(dir, "open", err))
+	}
+	if err != nil {
+		return nil, wrapDB(dir, "open", err)
+	}
+	return db, nil
+}
+
+// wrapDB maps a LevelDB error to the package's sentinels, with context.
+func wrapDB(dir, op string, err error) error {
+	switch {
+	case errors.Is(err, leveldb.ErrNotFound):
+		return fmt.Errorf("slotstore: %s: %w", op, ErrNotFound)
+	case errors.Is(err, leveldb.ErrClosed):
+		return fmt.Errorf("slotstore: %s: %w", op, ErrClosed)
+	case lerrors.IsCorrupted(err):
+		return fmt.Errorf("slotstore: %s: %s: %w: %w", dir, op, ErrCorrupt, err)
+	}
+	return fmt.Errorf("slotstore: %s: %s: %w", dir, op, err)
+}
+
+func (s *levelStore) Commit(b *Batch, done func(error)) { s.c.commit(b, done) }
+
+func (s *levelStore) Get(k Key) ([]byte, error) {
+	op := "get " + k.String()
+	if err := ValidateTopic(k.Topic); err != nil {
+		return nil, fmt.Errorf("slotstore: %s: %w", op, err)
+	}
+	if err := s.gate.enter(); err != nil {
+		return nil, fmt.Errorf("slotstore: %s: %w", op, err)
+	}
+	defer s.gate.leave()
+	v, err := s.db.Get(slotKey(k), nil)
+	if err != nil {
+		return nil, wrapDB(s.dir, op, err)
+	}
+	return verifyShard(op, v)
+}
+
+func (s *levelStore) Scan(topic string, partition uint32, from, to uint64, fn func(uint64, []byte) bool) error {
+	op := fmt.Sprintf("scan topic %q partition %d [%d, %d)", topic, partition, from, to)
+	if err := ValidateTopic(topic); err != nil {
+		return fmt.Errorf("slotstore: %s: %w", op, err)
+	}
+	if from >= to {
+		return nil
+	}
+	if err := s.gate.enter(); err != nil {
+		return fmt.Errorf("slotstore: %s: %w", op, err)
+	}
+	defer s.gate.leave()
+	prefix := partPrefix(tagSlot, topic, partition)
+	it := s.db.NewIterator(&util.Range{Start: withOffset(prefix, from), Limit: withOffset(prefix, to)}, nil)
+	defer it.Release()
+	for it.Next() {
+		if !fn(keyOffset(it.Key()), it.Value()) {
+			break
+		}
+	}
+	if err := it.Error(); err != nil {
+		return wrapDB(s.dir, op, err)
+	}
+	return nil
+}
+
+func (s *levelStore) Seal(topic string, partition uint32, rangeStart uint64) (uint64, error) {
+	op := fmt.Sprintf("seal of topic %q partition %d range %d", topic, partition, rangeStart)
+	if err := ValidateTopic(topic); err != nil {
+		return 0, fmt.Errorf("slotstore: %s: %w", op, err)
+	}
+	if err := s.gate.enter(); err != nil {
+		return 0, fmt.Errorf("slotstore: %s: %w", op, err)
+	}
+	defer s.gate.leave()
+	seal, _, err := s.readSeal(op, sealKey(topic, partition, rangeStart))
+	return seal, err
+}
+
+// readSeal returns a stored seal value and whether there is one.
+func (s *levelStore) readSeal(op string, enc []byte) (uint64, bool, error) {
+	v, err := s.db.Get(enc, nil)
+	if errors.Is(err, leveldb.ErrNotFound) {
+		return 0, false, nil
+	}
+	if err != nil {
+		return 0, false, wrapDB(s.dir, op, err)
+	}
+	seal, err := decodeSeal(v)
+	if err != nil {
+		return 0, false, fmt.Errorf("slotstore: %s: %s: %w", s.dir, op, err)
+	}
+	return seal, true, nil
+}
+
+func (s *levelStore) DropBefore(topic string, partition uint32, before uint64) (int, error) {
+	op := fmt.Sprintf("drop topic %q partition %d before %d", topic, partition, before)
+	if err := ValidateTopic(topic); err != nil {
+		return 0, fmt.Errorf("slotstore: %s: %w", op, err)
+	}
+	if err := s.c.failure(); err != nil {
+		return 0, err
+	}
+	if err := s.gate.enter(); err != nil {
+		return 0, fmt.Errorf("slotstore: %s: %w", op, err)
+	}
+	defer s.gate.leave()
+	n, err := s.dropRange(op, partPrefix(tagSlot, topic, partition), before)
+	if err != nil {
+		return n, err
+	}
+	_, err = s.dropRange(op, partPrefix(tagSeal, topic, partition), before)
+	return n, err
+}
+
+// dropRange deletes the keys prefix|[0, before) in chunks, then compacts
+// the range so that DiskBytes (size-based retention) sees the space freed.
+func (s *levelStore) dropRange(op string, prefix []byte, before uint64) (int, error) {
+	r := util.Range{Start: withOffset(prefix, 0), Limit: withOffset(prefix, before)}
+	it := s.db.NewIterator(&r, &opt.ReadOptions{DontFillCache: true})
+	defer it.Release()
+	var wb leveldb.Batch
+	n := 0
+	flush := func() error {
+		if err := s.db.Write(&wb, nil); err != nil {
+			return wrapDB(s.dir, op, err)
+		}
+		n += wb.Len()
+		wb.Reset()
+		return nil
+	}
+	for it.Next() {
+		wb.Delete(it.Key())
+		if wb.Len() >= dropChunk {
+			if err := flush(); err != nil {
+				return n, err
+			}
+		}
+	}
+	if err := it.Error(); err != nil {
+		return n, wrapDB(s.dir, op, err)
+	}
+	if err := flush(); err != nil || n == 0 {
+		return n, err
+	}
+	if err := s.db.CompactRange(r); err != nil {
+		return n, wrapDB(s.dir, op+": compact", err)
+	}
+	return n, nil
+}
+
+func (s *levelStore) Incarnation() Incarnation { return s.inc }
+
+// DiskBytes sums the sizes of the files in the data directory.
+func (s *levelStore) DiskBytes() int64 {
+	var total int64
+	filepath.WalkDir(s.dir, func(_ string, d fs.DirEntry, err error) error {
+		if err == nil && d.Type().IsRegular() {
+			if info, err := d.Info(); err == nil {
+				total += info.Size()
+			}
+		}
+		return nil // files come and go under compaction: count what is there
+	})
+	return total
+}
+
+func (s *levelStore) Close() error {
+	s.c.stop(stateClosing)
+	if !s.gate.close() {
+		return nil
+	}
+	if err := s.db.Close(); err != nil {
+		return fmt.Errorf("slotstore: close %s: %w", s.dir, err)
+	}
+	s.opts.Logger.Info("slotstore: closed", "dir", s.dir)
+	return nil
+}
+
+// lookup implements backend.
+func (s *levelStore) lookup(_ Key, enc []byte) ([]byte, bool, error) {
+	v, err := s.db.Get(enc, nil)
+	switch {
+	case err == nil:
+		return v, true, nil
+	case errors.Is(err, leveldb.ErrNotFound):
+		return nil, false, nil
+	}
+	return nil, false, wrapDB(s.dir, "read", err)
+}
+
+// write implements backend: one LevelDB batch, synced unless NoSync.
+func (s *levelStore) write(items []*item) error {
+	wb := &s.wb
+	defer wb.Reset()
+	var seals map[string]uint64 // seals raised earlier in this group
+	for _, it := range items {
+		for _, p := range it.puts {
+			wb.Put(p.enc, p.shard)
+		}
+		for _, sl := range it.seals {
+			if seals == nil {
+				seals = make(map[string]uint64)
+			}
+			if err := s.raiseSeal(wb, seals, sl); err != nil {
+				return err
+			}
+		}
+	}
+	if wb.Len() == 0 {
+		return nil
+	}
+	if err := s.db.Write(wb, s.wo); err != nil {
+		return wrapDB(s.dir, "write", err)
+	}
+	return nil
+}
+
+// raiseSeal puts sl into wb unless the stored (or earlier) seal is higher.
+func (s *levelStore) raiseSeal(wb *leveldb.Batch, seals map[string]uint64, sl sealSet) error {
+	cur, ok := seals[string(sl.enc)]
+	if !ok {
+		var err error
+		if cur, ok, err = s.readSeal("raise seal", sl.enc); err != nil {
+			return err
+		}
+	}
+	if ok && sl.seal <= cur {
+		return nil
+	}
+	seals[string(sl.enc)] = sl.seal
+	wb.Put(sl.enc, binary.BigEndian.AppendUint64(nil, sl.seal))
+	return nil
+}
