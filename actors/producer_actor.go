@@ -73,7 +73,9 @@ func newProducerActor(c *Client, t *Topic, cfg ProducerConfig) *producerActor {
 	_, _ = rand.Read(a.id[:])
 	a.parts = make([]*partState, t.Partitions)
 	for i := range a.parts {
-		a.parts[i] = &partState{writer: core.NewWriter(cfg.Writer)}
+		wc := cfg.Writer
+		wc.Nodes = t.Ensembles[i]
+		a.parts[i] = &partState{writer: core.NewWriter(wc)}
 	}
 	a.sticky = a.rnd.IntN(t.Partitions)
 	return a

@@ -20,6 +20,8 @@ type WriterConfig struct {
 	// ConflictJitter: after a conflict the next offset is pushed by a
 	// random amount below this (ns).
 	ConflictJitter int64
+	// Nodes optionally names the ensemble positions in error messages.
+	Nodes []string
 }
 
 // DefaultWriterConfig derives the write rules from topic parameters.
@@ -313,10 +315,14 @@ func (w *Writer) failure(st *stripeState) error {
 	parts := make([]string, len(last.replies))
 	ahead := 0
 	for i, s := range last.replies {
+		name := fmt.Sprintf("position%d", i)
+		if i < len(w.cfg.Nodes) {
+			name = w.cfg.Nodes[i]
+		}
 		if s == 0 {
-			parts[i] = fmt.Sprintf("node%d=NO_REPLY", i)
+			parts[i] = name + "=pending"
 		} else {
-			parts[i] = fmt.Sprintf("node%d=%s", i, s)
+			parts[i] = name + "=" + s.String()
 		}
 	}
 	for _, a := range st.attempts {

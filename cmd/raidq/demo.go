@@ -95,6 +95,7 @@ func printReport(w io.Writer, cfg *demo.Config, r *demo.Report) {
 		{"in doubt", fmt.Sprint(r.InDoubt)},
 		{"killed half-way", strings.Join(r.Killed, " ")},
 		{"slow (" + cfg.SlowDelay.String() + ")", strings.Join(r.Slow, " ")},
+		{"restarted before consuming", strings.Join(r.Restarted, " ") + restartWhy(r)},
 		{"ack latency p50/p99/max", fmt.Sprintf("%.2f / %.2f / %.2f ms", r.AckP50Ms, r.AckP99Ms, r.AckMaxMs)},
 		{"longest gap between acks", fmt.Sprintf("%.2f ms", r.LongestAckGapMs)},
 		{"throughput", fmt.Sprintf("%.0f msgs/s", r.ThroughputMsgsS)},
@@ -108,6 +109,13 @@ func printReport(w io.Writer, cfg *demo.Config, r *demo.Report) {
 		fmt.Fprintf(w, "first send error: %s\n", r.FirstError)
 	}
 	fmt.Fprintln(w, verdict)
+}
+
+func restartWhy(r *demo.Report) string {
+	if len(r.Restarted) == 0 {
+		return "none"
+	}
+	return " (more nodes were down than the 2 parity shards cover)"
 }
 
 func isTerminal(f *os.File) bool {

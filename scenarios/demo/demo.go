@@ -49,6 +49,7 @@ type Report struct {
 	Recovered           int      `json:"recovered"`
 	InDoubt             int      `json:"in_doubt"`
 	Killed              []string `json:"killed"`
+	Restarted           []string `json:"restarted,omitempty"`
 	Slow                []string `json:"slow"`
 	AckP50Ms            float64  `json:"ack_p50_ms"`
 	AckP99Ms            float64  `json:"ack_p99_ms"`
@@ -136,6 +137,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		return nil, err
 	}
 	r.ProduceSeconds = time.Since(start).Seconds()
+	if err := restartIfUnreadable(lc, cfg, r); err != nil {
+		return nil, err
+	}
 	cstart := time.Now()
 	if err := consume(ctx, c, start, h, r); err != nil {
 		return nil, err
@@ -146,6 +150,26 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	r.OK = r.Lost == 0 && r.Unexpected == 0
 	return r, nil
+}
+
+// restartIfUnreadable brings killed nodes back when more are down than the
+// code tolerates (n-k): their shards are on disk, and without them stripes
+// written before the kill cannot be decoded. With --kill <= n-k the demo
+// consumes with the nodes still dead.
+func restartIfUnreadable(lc *raidq.LocalCluster, cfg Config, r *Report) error {
+	p := raidq.DefaultParams()
+	if cfg.Kill <= p.N-p.K {
+		return nil
+	}
+	ids := lc.NodeIDs()
+	for i := 0; i < cfg.Kill; i++ {
+		idx := len(ids) - 1 - i
+		if err := lc.RestartNode(idx); err != nil {
+			return fmt.Errorf("restart %s: %w", ids[idx], err)
+		}
+		r.Restarted = append(r.Restarted, ids[idx])
+	}
+	return nil
 }
 
 // history records every send's outcome.
