@@ -150,13 +150,10 @@ func (r *Reader) Frontier() uint64 { return r.frontier }
 
 // Next returns the scan to run at time now, or false when the reader must
 // wait for the clock (everything up to now-D is scanned) or for a blocked
-// offset's look-ahead.
+// offset's look-ahead. Rescans of unheard nodes come first.
 func (r *Reader) Next(now int64) (Scan, bool) {
-	if head := r.blocked(); head != nil && now-head.lastAsk >= r.cfg.RescanEvery {
-		if nodes := head.unheard(); len(nodes) > 0 {
-			head.lastAsk = now
-			return Scan{From: head.offset, To: head.offset + 1, Nodes: nodes, Rescan: true}, true
-		}
+	if sc, ok := r.rescan(now); ok {
+		return sc, true
 	}
 	limit := uint64(max(now-int64(r.cfg.Params.ReadDelay), 0))
 	if head := r.blocked(); head != nil {
@@ -168,6 +165,41 @@ func (r *Reader) Next(now int64) (Scan, bool) {
 		return Scan{}, false
 	}
 	return Scan{From: from, To: to, Nodes: r.all()}, true
+}
+
+// rescan re-asks the nodes unheard at buffered rows, at most once per
+// RescanEvery for each row. Every waiting row is re-asked, not only the
+// head: a row queued behind the head has been waiting (its InDoubtWait
+// runs) since it was first seen. One rescan covers the rows of one owner
+// range, from the first row due to the range end (or the frontier), on
+// every node unheard at any of them; calling Next again at the same time
+// covers the next range.
+func (r *Reader) rescan(now int64) (Scan, bool) {
+	for i, off := range r.order {
+		rw := r.rows[off]
+		if now-rw.lastAsk < r.cfg.RescanEvery || len(rw.unheard()) == 0 {
+			continue
+		}
+		to := min(r.frontier, RangeStart(off)+RangeNanos)
+		unheard := make([]bool, r.cfg.Params.N)
+		for _, o := range r.order[i:] {
+			if o >= to {
+				break
+			}
+			r.rows[o].lastAsk = now
+			for _, n := range r.rows[o].unheard() {
+				unheard[n] = true
+			}
+		}
+		var nodes []int
+		for n, u := range unheard {
+			if u {
+				nodes = append(nodes, n)
+			}
+		}
+		return Scan{From: off, To: to, Nodes: nodes, Rescan: true}, true
+	}
+	return Scan{}, false
 }
 
 func (r *Reader) all() []int {

@@ -98,7 +98,11 @@ func (r *Reader) resolve(now int64, rw *row, out *Output) bool {
 			if r.committedLater(rw.offset, g.ref.ID) {
 				continue // the retry copy is delivered at its own offset
 			}
-			if now-rw.firstSeen < r.cfg.InDoubtWait || r.frontier < rw.offset+r.cfg.LookAhead {
+			// Wait until InDoubtWait has passed since the row was first seen
+			// (rescans re-ask its unheard nodes meanwhile) and the look-ahead
+			// up to offset+LookAhead, inclusive, is scanned: Next lets the
+			// frontier reach exactly offset+LookAhead+1.
+			if now-rw.firstSeen < r.cfg.InDoubtWait || r.frontier <= rw.offset+r.cfg.LookAhead {
 				return false
 			}
 			out.InDoubt = append(out.InDoubt, InDoubtReport{Offset: rw.offset, Stripe: g.ref.ID, Seen: g.seen, Unheard: rw.unheard()})

@@ -16,6 +16,7 @@ type readLog struct {
 	dups      int
 	stalls    int
 	rescans   []Scan
+	rescanAt  []int64
 }
 
 // deafFunc says which nodes do not answer sc (reader time now).
@@ -35,6 +36,7 @@ func drive(r *Reader, w world, now, until, step int64, deaf deafFunc) *readLog {
 			}
 			if sc.Rescan {
 				l.rescans = append(l.rescans, sc)
+				l.rescanAt = append(l.rescanAt, now)
 			}
 			out := r.Apply(now, sc, w.answer(sc, deaf(sc, now, r)...))
 			l.add(now, out)

@@ -247,29 +247,98 @@ func TestReaderStalled(t *testing.T) {
 	}
 }
 
-// TestReaderRowBehindHeadWaits: an in-doubt offset queued behind another
-// gets its own wait with rescans. Here the head (a partial copy of x) is
-// skipped once x's decodable copy comes into the look-ahead, at the very
-// scan that reaches the look-ahead cap; the row right behind it holds a
-// committed stripe y whose fourth shard is on node 5, which answers again
-// from that scan on. y must be delivered, not reported in doubt.
-func TestReaderRowBehindHeadWaits(t *testing.T) {
+// TestReaderLookAheadBound: the look-ahead reaches offset+LookAhead
+// inclusive (Next lets the frontier reach exactly one past it), so a copy
+// right at the bound spares the in-doubt report.
+func TestReaderLookAheadBound(t *testing.T) {
 	cfg := DefaultReaderConfig(params())
 	w := newWorld(6)
-	x, y := sid(0, 1), sid(1, 1)
-	copyAt := o1 + cfg.LookAhead
+	x := sid(0, 1)
 	w.put(encode(t, x, o1, 2), 0, 1, 2)
-	w.put(encode(t, y, o1+1, 2), 0, 1, 2, 5)
-	w.put(encode(t, x, copyAt, 2), 0, 1, 2, 3, 4, 5)
-	deaf := func(sc Scan, _ int64, r *Reader) []int {
-		if (!sc.Rescan && sc.To <= copyAt) || (sc.Rescan && r.Frontier() <= copyAt) {
-			return []int{5}
-		}
-		return nil
-	}
-	l := drive(newTestReader(), w, startNow(), until()+int64(cfg.LookAhead), 10*ms, deaf)
+	w.put(encode(t, x, o1+cfg.LookAhead, 2), 0, 1, 2, 3, 4)
+	l := drive(newTestReader(), w, startNow(), until()+int64(cfg.LookAhead), 10*ms, deafTo(5))
 	if len(l.inDoubt) != 0 {
 		t.Fatalf("in doubt %+v", l.inDoubt)
 	}
-	wantValues(t, l.values, values(y, 2), values(x, 2))
+	wantValues(t, l.values, values(x, 2))
+}
+
+// TestReaderRowsBehindHeadRescanned: while the head offset waits (node 4
+// is gone for good), rows queued behind it, in its owner range and in the
+// next, are re-asked of their own unheard nodes, so they are settled as
+// soon as the head is.
+func TestReaderRowsBehindHeadRescanned(t *testing.T) {
+	w := newWorld(6)
+	x, y, z := sid(0, 1), sid(1, 1), sid(2, 1)
+	oy, oz := o1+ms2u(1), base+RangeNanos+ms2u(10)
+	w.put(encode(t, x, o1, 2), 0, 1, 2)
+	w.put(encode(t, y, oy, 2), 0, 1, 2, 5)
+	w.put(encode(t, z, oz, 2), 0, 1, 2, 3)
+	start := startNow()
+	back5, back3 := start+300*ms, start+1200*ms
+	deaf := func(_ Scan, now int64, _ *Reader) []int {
+		d := []int{4}
+		if now < back5 {
+			d = append(d, 5)
+		}
+		if now < back3 {
+			d = append(d, 3)
+		}
+		return d
+	}
+	l := drive(newTestReader(), w, start, until(), 10*ms, deaf)
+	if len(l.inDoubt) != 1 || l.inDoubt[0].Stripe != x {
+		t.Fatalf("in doubt %+v, want only x", l.inDoubt)
+	}
+	wantValues(t, l.values, values(y, 2), values(z, 2))
+	for _, c := range []struct {
+		off  uint64
+		node int
+		back int64
+	}{{oy, 5, back5}, {oz, 3, back3}} {
+		asked := false
+		for i, sc := range l.rescans {
+			at := l.rescanAt[i]
+			asked = asked || (sc.From <= c.off && c.off < sc.To && slices.Contains(sc.Nodes, c.node) &&
+				at >= c.back && at < l.doubtAt[0])
+		}
+		if !asked {
+			t.Fatalf("offset %d was not re-asked of node %d while the head waited", c.off, c.node)
+		}
+	}
+	if l.delivered[0] != l.doubtAt[0] || l.delivered[2] != l.doubtAt[0] {
+		t.Fatalf("y and z delivered at %v, not with the head's report at %d", l.delivered, l.doubtAt[0])
+	}
+}
+
+// TestRetryLandsTwice: a stripe whose first attempt times out but later
+// commits, and whose retry commits too, is acked once and delivered once.
+func TestRetryLandsTwice(t *testing.T) {
+	c := newCluster(params().N)
+	pr := newProducer(0)
+	rnd := newRand(5)
+	now := int64(base) + 20*ms
+	s0 := pr.start(t, now, 1)
+	var late []Status // attempt 0 lands everywhere; its replies are slow
+	for i := range c.owners {
+		late = append(late, c.write(now, i, pr.shards[s0.ID]))
+	}
+	now += pr.w.cfg.AttemptTimeout
+	retry := sends(pr.w.Tick(now, rnd))
+	if len(retry) != 1 || retry[0].ID != s0.ID {
+		t.Fatalf("tick: %+v", retry)
+	}
+	pr.take(t, []any{retry[0]})
+	settle(t, c, now, []flight{{pr, retry[0]}})
+	for i, st := range late {
+		pr.take(t, pr.w.Reply(now+10*ms, rnd, s0.ID, 0, i, st, 0))
+	}
+	if got := c.committed()[s0.ID]; len(got) != 2 || pr.acks[s0.ID] != retry[0].Offset || pr.done[s0.ID] != 1 {
+		t.Fatalf("committed at %v, acked at %d (retry at %d), done %d", got, pr.acks[s0.ID], retry[0].Offset, pr.done[s0.ID])
+	}
+	l := drive(newTestReader(), c.disk, startNow(), until()+int64(RangeNanos), 10*ms, deafTo())
+	wantValues(t, l.values, values(s0.ID, 3))
+	if l.dups != 1 {
+		t.Fatalf("%d duplicates, want 1", l.dups)
+	}
 }

@@ -98,7 +98,7 @@ func TestWriterFailure(t *testing.T) {
 	cases := []struct {
 		name   string
 		answer func(node int) (Status, bool) // false = no reply at all
-		clock  bool
+		nodes  []string // WriterConfig.Nodes
 		want   error
 		names  []string
 	}{
@@ -107,17 +107,18 @@ func TestWriterFailure(t *testing.T) {
 				return StatusOK, true
 			}
 			return StatusNoReply, true
-		}, want: ErrNotEnoughNodes, names: []string{"node0=OK", "node2=OK", "node3=NO_REPLY", "node5=NO_REPLY"}},
+		}, want: ErrNotEnoughNodes, names: []string{"position0=OK", "position2=OK", "position3=NO_REPLY", "position5=NO_REPLY"}},
 		{name: "three nodes silent", answer: func(n int) (Status, bool) { return StatusOK, n < 3 },
-			want: ErrTimeout, names: []string{"node1=OK", "node4=NO_REPLY"}},
+			want: ErrTimeout, names: []string{"position1=OK", "position4=pending"}},
 		{name: "always ahead, no clocks", answer: func(int) (Status, bool) { return StatusClockAhead, true },
-			want: ErrClockSkew, names: []string{"node0=CLOCK_AHEAD", "node2=CLOCK_AHEAD"}},
+			want: ErrClockSkew, names: []string{"position0=CLOCK_AHEAD", "position2=CLOCK_AHEAD", "position3=pending"}},
 		{name: "mixed refusals", answer: func(n int) (Status, bool) { return []Status{StatusSealed, StatusBusy, StatusConflict}[n%3], true },
-			want: ErrNotEnoughNodes, names: []string{"node0=SEALED", "node1=BUSY", "node2=CONFLICT"}},
+			want: ErrNotEnoughNodes, nodes: []string{"a", "b", "c", "d", "e", "f"}, names: []string{"a=SEALED", "b=BUSY", "c=CONFLICT"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := DefaultWriterConfig(params())
+			cfg.Nodes = tc.nodes
 			w := NewWriter(cfg)
 			rnd := newRand(2)
 			now := int64(base)
@@ -268,4 +269,52 @@ func sends(out []any) []Send {
 		}
 	}
 	return ss
+}
+
+// TestWriterSkewPipelined: five stripes in flight from a producer 400ms
+// ahead all die of CLOCK_AHEAD; each retry follows the corrected clock,
+// rather than the refused offsets of the others, and commits at once.
+func TestWriterSkewPipelined(t *testing.T) {
+	c := newCluster(params().N)
+	pr := newProducer(0)
+	node := int64(base) + 50*ms
+	now := node + 400*ms
+	var round []flight
+	for seq := range uint64(5) {
+		round = append(round, flight{pr, pr.start(t, now, seq+1)})
+	}
+	rnd := newRand(1)
+	for attempt := 0; len(round) > 0; attempt++ {
+		if attempt > 1 {
+			t.Fatalf("round %d still sends %+v", attempt, round)
+		}
+		status := make([][]Status, len(round))
+		for k, f := range round { // every node takes every shard, then replies interleave
+			shards := stripe.Reshard(pr.shards[f.s.ID], f.s.Offset)
+			for i := range c.owners {
+				status[k] = append(status[k], c.write(node, i, shards))
+			}
+		}
+		node, now = node+ms, now+ms
+		var next []flight
+		for i := range c.owners {
+			for k, f := range round {
+				for _, s := range pr.take(t, pr.w.Reply(now, rnd, f.s.ID, f.s.Attempt, i, status[k][i], node)) {
+					next = append(next, flight{pr, s})
+				}
+			}
+		}
+		round = next
+	}
+	if len(pr.acks) != 5 || len(pr.fails) != 0 {
+		t.Fatalf("%d acks, fails %v", len(pr.acks), pr.fails)
+	}
+	var last uint64
+	for seq := range uint64(5) {
+		off := pr.acks[sid(0, seq+1)]
+		if off <= last || int64(off) > node+ms {
+			t.Fatalf("stripe %d acked at %d (previous %d, node clock %d)", seq+1, off, last, node)
+		}
+		last = off
+	}
 }
