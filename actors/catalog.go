@@ -99,6 +99,25 @@ func (c *StaticCatalog) Put(t *Topic) error {
 	return nil
 }
 
+// Delete removes a topic.
+func (c *StaticCatalog) Delete(name string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.topics, name)
+}
+
+// Names lists the topics.
+func (c *StaticCatalog) Names() []string {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	out := make([]string, 0, len(c.topics))
+	for n := range c.topics {
+		out = append(out, n)
+	}
+	sort.Strings(out)
+	return out
+}
+
 // Topic implements Catalog.
 func (c *StaticCatalog) Topic(name string) (*Topic, error) {
 	c.mu.RLock()

@@ -1,0 +1,279 @@
+package meta
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/raidq/raidq/actors"
+	"github.com/raidq/raidq/bus"
+	"github.com/raidq/raidq/stripe/quorum"
+)
+
+// Options configure Open.
+type Options struct {
+	// Create makes the buckets if they are missing (nodes do; clients only bind).
+	Create bool
+	// Replicas of each bucket (nodes pass min(5, servers) so metadata
+	// survives two of six servers down). Default 1.
+	Replicas int
+	// Timeout bounds every KV call (default 5s).
+	Timeout time.Duration
+	Logger  *slog.Logger
+}
+
+// Store is the metadata of one raidq cluster.
+type Store struct {
+	cluster string
+	js      jetstream.JetStream
+	meta    jetstream.KeyValue
+	groups  jetstream.KeyValue
+	opts    Options
+}
+
+// Bucket names for a cluster.
+func metaBucket(cluster string) string   { return "raidq_" + cluster + "_meta" }
+func groupsBucket(cluster string) string { return "raidq_" + cluster + "_groups" }
+
+// Open binds (or with Create, makes) the cluster's buckets. Creating waits,
+// within ctx, for JetStream to elect its meta leader.
+func Open(ctx context.Context, nc *nats.Conn, cluster string, o Options) (*Store, error) {
+	if err := bus.ValidName("cluster", cluster); err != nil {
+		return nil, err
+	}
+	if o.Replicas <= 0 {
+		o.Replicas = 1
+	}
+	if o.Timeout <= 0 {
+		o.Timeout = 5 * time.Second
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	js, err := jetstream.New(nc, jetstream.WithDefaultTimeout(o.Timeout))
+	if err != nil {
+		return nil, err
+	}
+	s := &Store{cluster: cluster, js: js, opts: o}
+	for {
+		err = s.bind(ctx)
+		if err == nil || !retryable(err) {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("metadata for cluster %q: JetStream not ready: %w (last error: %v)", cluster, ctx.Err(), err)
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+func (s *Store) bind(ctx context.Context) error {
+	var err error
+	if s.opts.Create {
+		s.meta, err = s.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: metaBucket(s.cluster),
+			Description: "raidq metadata: members, topics", Replicas: s.opts.Replicas, History: 1,
+			MaxValueSize: MaxRecord, Storage: jetstream.FileStorage})
+		if err == nil {
+			s.groups, err = s.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: groupsBucket(s.cluster),
+				Description: "raidq consumer groups and leases", Replicas: s.opts.Replicas, History: 1,
+				MaxValueSize: MaxRecord, Storage: jetstream.FileStorage})
+		}
+		return err
+	}
+	s.meta, err = s.js.KeyValue(ctx, metaBucket(s.cluster))
+	if err == nil {
+		s.groups, err = s.js.KeyValue(ctx, groupsBucket(s.cluster))
+	}
+	if errors.Is(err, jetstream.ErrBucketNotFound) {
+		return fmt.Errorf("%w for cluster %q (bucket %s): is a raidq node of that cluster running?", ErrNoMetadata, s.cluster, metaBucket(s.cluster))
+	}
+	if errors.Is(err, jetstream.ErrJetStreamNotEnabled) || errors.Is(err, nats.ErrJetStreamNotEnabled) {
+		return fmt.Errorf("%w: JetStream is not enabled on this NATS system: %v", ErrNoMetadata, err)
+	}
+	return err
+}
+
+// retryable: JetStream is still starting (no meta leader yet, no quorum).
+func retryable(err error) bool {
+	if errors.Is(err, ErrNoMetadata) || errors.Is(err, context.Canceled) {
+		return false
+	}
+	msg := err.Error()
+	for _, s := range []string{"no suitable peers", "insufficient resources", "not enough", "timeout", "temporarily unavailable",
+		"no responders", "jetstream not enabled", "JetStream system temporarily unavailable", "leader"} {
+		if strings.Contains(strings.ToLower(msg), strings.ToLower(s)) {
+			return true
+		}
+	}
+	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) || errors.Is(err, jetstream.ErrJetStreamNotEnabled)
+}
+
+func (s *Store) ctx(parent context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(parent, s.opts.Timeout)
+}
+
+// PutMember writes (refreshes) a member record.
+func (s *Store) PutMember(ctx context.Context, m Member) error {
+	if err := m.Validate(); err != nil {
+		return err
+	}
+	b, _ := json.Marshal(m)
+	ctx, cancel := s.ctx(ctx)
+	defer cancel()
+	_, err := s.meta.Put(ctx, "member."+m.ID, b)
+	return err
+}
+
+// Members lists every member record (sorted by id).
+func (s *Store) Members(ctx context.Context) ([]Member, error) {
+	var out []Member
+	err := s.each(ctx, s.meta, "member.*", func(b []byte) error {
+		m, err := DecodeMember(b)
+		if err == nil {
+			out = append(out, m)
+		}
+		return err
+	})
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out, err
+}
+
+// RemoveMember deletes a member record (a node leaving for good).
+func (s *Store) RemoveMember(ctx context.Context, id string) error {
+	ctx, cancel := s.ctx(ctx)
+	defer cancel()
+	return s.meta.Delete(ctx, "member."+id)
+}
+
+// each calls fn with the value of every key matching filter.
+func (s *Store) each(ctx context.Context, kv jetstream.KeyValue, filter string, fn func([]byte) error) error {
+	ctx, cancel := s.ctx(ctx)
+	defer cancel()
+	lister, err := kv.ListKeysFiltered(ctx, filter)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = lister.Stop() }()
+	for key := range lister.Keys() {
+		e, err := kv.Get(ctx, key)
+		if errors.Is(err, jetstream.ErrKeyNotFound) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		if err := fn(e.Value()); err != nil {
+			return fmt.Errorf("key %s: %w", key, err)
+		}
+	}
+	return nil
+}
+
+// TopicSpec is what `topic create` asks for.
+type TopicSpec struct {
+	Name           string
+	Partitions     int
+	Params         quorum.Params
+	Retention      time.Duration
+	RetentionBytes int64
+}
+
+// LiveWithin is how recent a member's heartbeat must be for new ensembles.
+const LiveWithin = 30 * time.Second
+
+// CreateTopic validates spec, draws ensembles from the live members by
+// rendezvous hashing, and creates the topic (ErrTopicExists if it is there).
+func (s *Store) CreateTopic(ctx context.Context, spec TopicSpec, now time.Time) (TopicRecord, error) {
+	if err := bus.ValidName("topic", spec.Name); err != nil {
+		return TopicRecord{}, err
+	}
+	if err := spec.Params.Validate(); err != nil {
+		return TopicRecord{}, err
+	}
+	if spec.Partitions < 1 || spec.Partitions > actors.MaxPartitions {
+		return TopicRecord{}, fmt.Errorf("--partitions %d: must be 1..%d", spec.Partitions, actors.MaxPartitions)
+	}
+	members, err := s.Members(ctx)
+	if err != nil {
+		return TopicRecord{}, err
+	}
+	var live []string
+	for _, m := range members {
+		if now.Sub(time.Unix(0, m.Heartbeat)) < LiveWithin {
+			live = append(live, m.ID)
+		}
+	}
+	ens, err := actors.Ensembles(spec.Name, spec.Partitions, spec.Params.N, live)
+	if err != nil {
+		return TopicRecord{}, fmt.Errorf("%w (live nodes: %s)", err, strings.Join(live, " "))
+	}
+	p := spec.Params
+	r := TopicRecord{Name: spec.Name, Partitions: spec.Partitions, N: p.N, K: p.K, W: p.W,
+		ReadDelay: Duration(p.ReadDelay), AcceptWindow: Duration(p.AcceptWindow), FutureBound: Duration(p.FutureBound),
+		MaxSkew: Duration(p.MaxSkew), Retention: Duration(spec.Retention), RetentionBytes: spec.RetentionBytes,
+		Ensembles: ens, Created: uint64(now.UnixNano())}
+	if err := r.Validate(); err != nil {
+		return r, err
+	}
+	b, _ := json.Marshal(r)
+	cctx, cancel := s.ctx(ctx)
+	defer cancel()
+	if _, err := s.meta.Create(cctx, "topic."+r.Name, b); err != nil {
+		if errors.Is(err, jetstream.ErrKeyExists) {
+			return r, fmt.Errorf("%w: %q", ErrTopicExists, r.Name)
+		}
+		return r, err
+	}
+	return r, nil
+}
+
+// Topic reads one topic.
+func (s *Store) Topic(ctx context.Context, name string) (TopicRecord, error) {
+	ctx, cancel := s.ctx(ctx)
+	defer cancel()
+	e, err := s.meta.Get(ctx, "topic."+name)
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return TopicRecord{}, fmt.Errorf("%w %q", actors.ErrUnknownTopic, name)
+	}
+	if err != nil {
+		return TopicRecord{}, err
+	}
+	return DecodeTopic(e.Value())
+}
+
+// Topics lists every topic (sorted by name).
+func (s *Store) Topics(ctx context.Context) ([]TopicRecord, error) {
+	var out []TopicRecord
+	err := s.each(ctx, s.meta, "topic.*", func(b []byte) error {
+		r, err := DecodeTopic(b)
+		if err == nil {
+			out = append(out, r)
+		}
+		return err
+	})
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out, err
+}
+
+// DeleteTopic removes a topic's record (nodes stop accepting its writes).
+func (s *Store) DeleteTopic(ctx context.Context, name string) error {
+	if _, err := s.Topic(ctx, name); err != nil {
+		return err
+	}
+	ctx, cancel := s.ctx(ctx)
+	defer cancel()
+	return s.meta.Delete(ctx, "topic."+name)
+}
