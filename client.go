@@ -7,9 +7,10 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/raidq/raidq/actors"
-	"github.com/raidq/raidq/stripe"
+	"github.com/raidq/raidq/bus/meta"
 )
 
 // Option configures Connect.
@@ -19,10 +20,12 @@ type options struct {
 	cluster string
 	logger  *slog.Logger
 	catalog actors.Catalog
+	meta    *meta.Store
 	now     func() int64
 	name    string
 	timeout time.Duration
 	natsOpt []nats.Option
+	metrics *prometheus.Registry
 }
 
 // WithCluster names the raidq cluster (the <cluster> subject token); default "raidq".
@@ -45,12 +48,30 @@ func WithNATSOptions(opts ...nats.Option) Option {
 	return func(o *options) { o.natsOpt = append(o.natsOpt, opts...) }
 }
 
+// WithMeta gives the client an opened metadata store (in-process clusters).
+func WithMeta(m *meta.Store) Option { return func(o *options) { o.meta = m } }
+
+// WithCreds authenticates with a NATS credentials file.
+func WithCreds(file string) Option {
+	return func(o *options) {
+		if file != "" {
+			o.natsOpt = append(o.natsOpt, nats.UserCredentials(file))
+		}
+	}
+}
+
+// WithTimeout bounds connecting and each metadata call (default 5s).
+func WithTimeout(d time.Duration) Option { return func(o *options) { o.timeout = d } }
+
 // Client is a connection to a raidq cluster.
 type Client struct {
-	nc     *nats.Conn
-	ownNC  bool
-	core   *actors.Client
-	logger *slog.Logger
+	nc      *nats.Conn
+	ownNC   bool
+	core    *actors.Client
+	logger  *slog.Logger
+	meta    *meta.Store   // nil when topics were given with WithCatalog
+	watched *meta.Catalog // the KV-watched catalog this client started, if any
+	cluster string
 }
 
 // Connect dials a NATS URL and returns a client.
@@ -84,96 +105,49 @@ func buildOptions(opts []Option) options {
 	return o
 }
 
+// newClient builds the client; without WithCatalog it binds the cluster's
+// metadata in JetStream KV and watches its topics.
 func newClient(nc *nats.Conn, o options) (*Client, error) {
+	c := &Client{nc: nc, logger: o.logger, meta: o.meta, cluster: o.cluster}
 	if o.catalog == nil {
-		return nil, fmt.Errorf("raidq client: no topic catalog given (use WithCatalog)")
+		ctx, cancel := context.WithTimeout(context.Background(), o.timeout)
+		defer cancel()
+		if c.meta == nil {
+			m, err := meta.Open(ctx, nc, o.cluster, meta.Options{Timeout: o.timeout, Logger: o.logger})
+			if err != nil {
+				return nil, fmt.Errorf("raidq cluster %q at %s: %w", o.cluster, nc.ConnectedUrlRedacted(), err)
+			}
+			c.meta = m
+		}
+		cat, err := c.meta.WatchCatalog(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("raidq cluster %q: load topics: %w", o.cluster, err)
+		}
+		c.watched, o.catalog = cat, cat
 	}
-	cc, err := actors.NewClient(actors.ClientConfig{Cluster: o.cluster, Conn: nc, Catalog: o.catalog, Logger: o.logger, Now: o.now})
+	cc, err := actors.NewClient(actors.ClientConfig{Cluster: o.cluster, Conn: nc, Catalog: o.catalog, Logger: o.logger, Now: o.now, Metrics: o.metrics})
 	if err != nil {
+		if c.watched != nil {
+			c.watched.Close()
+		}
 		return nil, err
 	}
-	return &Client{nc: nc, core: cc, logger: o.logger}, nil
+	c.core = cc
+	return c, nil
 }
+
+// Meta is the client's metadata store (nil when topics came from WithCatalog).
+func (c *Client) Meta() *meta.Store { return c.meta }
 
 // Close stops every producer and consumer of the client. Records not yet
 // acknowledged fail with ErrClosed.
 func (c *Client) Close() {
 	c.core.Close()
+	if c.watched != nil {
+		c.watched.Close()
+	}
 	if c.ownNC {
 		c.nc.Close()
 	}
 }
 
-// ProducerOption configures a producer.
-type ProducerOption func(*actors.ProducerConfig)
-
-// WithLinger sets how long an open batch waits for more records (default 2ms).
-func WithLinger(d time.Duration) ProducerOption {
-	return func(c *actors.ProducerConfig) { c.Linger = d }
-}
-
-// WithMaxBatchBytes sets the batch size that closes a batch (default 256 KiB).
-func WithMaxBatchBytes(n int) ProducerOption {
-	return func(c *actors.ProducerConfig) { c.MaxBatchBytes = n }
-}
-
-// WithSeed seeds the producer's random choices (conflict jitter).
-func WithSeed(s uint64) ProducerOption { return func(c *actors.ProducerConfig) { c.Seed = s } }
-
-// Producer sends messages to one topic. It is safe for concurrent use.
-type Producer struct {
-	p     *actors.Producer
-	topic string
-}
-
-// Producer returns a producer for topic.
-func (c *Client) Producer(topic string, opts ...ProducerOption) (*Producer, error) {
-	cfg := actors.ProducerConfig{Topic: topic}
-	for _, f := range opts {
-		f(&cfg)
-	}
-	p, err := c.core.NewProducer(cfg)
-	if err != nil {
-		return nil, err
-	}
-	return &Producer{p: p, topic: topic}, nil
-}
-
-// Send writes m and blocks until it is committed (W nodes hold its
-// stripe's shards durably) or fails. The partition is chosen by key hash,
-// else sticky round-robin; set m.Partition >= 0... is ignored: use
-// SendTo to pick one.
-func (p *Producer) Send(ctx context.Context, m Message) (Position, error) {
-	return p.SendTo(ctx, -1, m)
-}
-
-// SendTo is Send to a given partition (-1: choose).
-func (p *Producer) SendTo(ctx context.Context, partition int, m Message) (Position, error) {
-	ch := make(chan actors.SendResult, 1)
-	p.p.Send(m.record(), partition, func(r actors.SendResult) { ch <- r })
-	select {
-	case r := <-ch:
-		return r.Pos, r.Err
-	case <-ctx.Done():
-		return Position{}, fmt.Errorf("send to %s: %w (the message may still be committed)", p.topic, ctx.Err())
-	}
-}
-
-// SendAsync writes m and calls done once with the outcome; done runs on the
-// producer's goroutine and must not block.
-func (p *Producer) SendAsync(m Message, done func(Message, error)) {
-	p.p.Send(m.record(), -1, func(r actors.SendResult) {
-		m.Topic, m.Partition, m.Position, m.Stripe = p.topic, r.Partition, r.Pos, r.Stripe
-		done(m, r.Err)
-	})
-}
-
-// Flush closes open batches and waits for every pending outcome.
-func (p *Producer) Flush(ctx context.Context) error { return p.p.Flush(ctx) }
-
-// Close flushes (bounded by ctx) and stops the producer.
-func (p *Producer) Close(ctx context.Context) error { return p.p.Close(ctx) }
-
-func recordMessage(topic string, partition int, rec stripe.Record) Message {
-	return Message{Topic: topic, Partition: partition, Key: rec.Key, Value: rec.Value, Headers: rec.Headers}
-}

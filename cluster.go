@@ -8,12 +8,15 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/raidq/raidq/actors"
 	"github.com/raidq/raidq/bus"
+	"github.com/raidq/raidq/bus/meta"
 	"github.com/raidq/raidq/slotstore"
 )
 
@@ -27,10 +30,22 @@ type LocalClusterConfig struct {
 	// in-process only (no port opened).
 	Listen string
 	NoSync bool // --no-fsync: acknowledged writes may be lost on power failure
-	Logger *slog.Logger
+	// Metrics receives every node's metrics (const label node=<id>) and
+	// those of the clients Connect returns; nil = no metrics. Serve it
+	// with metrics.ServeMetrics (package actors/metrics).
+	Metrics *prometheus.Registry
+	Logger  *slog.Logger
 	// SlowNodes answer every request SlowDelay late.
 	SlowNodes []int
 	SlowDelay time.Duration
+	// Metadata keeps members and topics in JetStream KV, as a real cluster
+	// does (raidq dev): the server runs JetStream with its files under
+	// Dir/nats, the metadata buckets have one replica, every running
+	// node's member record is refreshed every 2s, the nodes share a
+	// KV-watched catalog, and CreateTopic goes through the metadata, so
+	// clients in other processes (the CLI with --nats) see the same topics.
+	// Off (the demo), the catalog is in memory only.
+	Metadata bool
 }
 
 // LocalCluster is an in-process raidq cluster (demo, dev, tests).
@@ -40,6 +55,14 @@ type LocalCluster struct {
 	catalog *actors.StaticCatalog
 	mu      sync.Mutex
 	nodes   []*localNode
+
+	// With Metadata: the store, its connection, the watched catalog
+	// (whose StaticCatalog is catalog) and the heartbeat.
+	meta     *meta.Store
+	metaNC   *nats.Conn
+	watched  *meta.Catalog
+	hbCancel context.CancelFunc
+	hbDone   chan struct{}
 }
 
 type localNode struct {
@@ -49,6 +72,9 @@ type localNode struct {
 	store slotstore.Store
 	node  *actors.Node
 	slow  time.Duration
+	// member is the node's member record while it runs (nil when stopped);
+	// the metadata heartbeat refreshes it.
+	member atomic.Pointer[meta.Member]
 }
 
 // StartLocalCluster starts the server and every node.
@@ -69,6 +95,10 @@ func StartLocalCluster(cfg LocalClusterConfig) (*LocalCluster, error) {
 		cfg.Logger = slog.Default()
 	}
 	so := bus.ServerOptions{Name: "raidq-" + cfg.Cluster, InProcessOnly: cfg.Listen == "", Logger: nil}
+	if cfg.Metadata {
+		so.JetStream, so.StoreDir = true, filepath.Join(cfg.Dir, "nats")
+		so.MaxMemory, so.MaxStore = DefaultNodeJSMaxMemory, DefaultNodeJSMaxStore
+	}
 	if cfg.Listen != "" {
 		host, port, err := splitHostPort(cfg.Listen)
 		if err != nil {
@@ -81,6 +111,12 @@ func StartLocalCluster(cfg LocalClusterConfig) (*LocalCluster, error) {
 		return nil, fmt.Errorf("local cluster: start NATS: %w", err)
 	}
 	lc := &LocalCluster{cfg: cfg, server: srv, catalog: actors.NewStaticCatalog()}
+	if cfg.Metadata {
+		if err := lc.openMeta(); err != nil {
+			lc.Close()
+			return nil, err
+		}
+	}
 	for i := 0; i < cfg.Nodes; i++ {
 		ln := &localNode{id: fmt.Sprintf("n%d", i), dir: filepath.Join(cfg.Dir, fmt.Sprintf("node-%d", i))}
 		for _, s := range cfg.SlowNodes {
@@ -93,6 +129,9 @@ func StartLocalCluster(cfg LocalClusterConfig) (*LocalCluster, error) {
 			lc.Close()
 			return nil, err
 		}
+	}
+	if cfg.Metadata {
+		lc.startHeartbeat()
 	}
 	return lc, nil
 }
@@ -109,13 +148,15 @@ func (lc *LocalCluster) startNode(ln *localNode) error {
 		return fmt.Errorf("node %s: connect: %w", ln.id, err)
 	}
 	n, err := actors.StartNode(actors.NodeConfig{ID: ln.id, Cluster: lc.cfg.Cluster, Store: st, Conn: nc,
-		Catalog: lc.catalog, Logger: lc.cfg.Logger, ReplyDelay: ln.slow})
+		Catalog: lc.catalog, Logger: lc.cfg.Logger, ReplyDelay: ln.slow, Metrics: lc.cfg.Metrics, NoSync: lc.cfg.NoSync})
 	if err != nil {
 		nc.Close()
 		_ = st.Close()
 		return err
 	}
 	ln.store, ln.nc, ln.node = st, nc, n
+	ln.member.Store(&meta.Member{ID: ln.id, ClientURL: lc.ClientURL(), Started: time.Now().UnixNano(),
+		Incarnation: st.Incarnation().String()})
 	return nil
 }
 
@@ -147,6 +188,15 @@ func (lc *LocalCluster) CreateTopic(name string, partitions int, p Params) error
 	if err := p.Validate(); err != nil {
 		return err
 	}
+	if lc.meta != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		r, err := lc.meta.CreateTopic(ctx, meta.TopicSpec{Name: name, Partitions: partitions, Params: p}, time.Now())
+		if err != nil {
+			return err
+		}
+		return lc.catalog.Put(r.Topic()) // the watcher puts the same record; clients need not wait for it
+	}
 	ens, err := actors.Ensembles(name, partitions, p.N, lc.NodeIDs())
 	if err != nil {
 		return err
@@ -160,7 +210,11 @@ func (lc *LocalCluster) Connect(opts ...Option) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	opts = append([]Option{WithCluster(lc.cfg.Cluster), WithCatalog(lc.catalog), WithLogger(lc.cfg.Logger)}, opts...)
+	base := []Option{WithCluster(lc.cfg.Cluster), WithCatalog(lc.catalog), WithLogger(lc.cfg.Logger), WithMetrics(lc.cfg.Metrics)}
+	if lc.meta != nil {
+		base = append(base, WithMeta(lc.meta))
+	}
+	opts = append(base, opts...)
 	c, err := ConnectConn(nc, opts...)
 	if err != nil {
 		nc.Close()
@@ -177,6 +231,7 @@ func (lc *LocalCluster) KillNode(i int) error {
 	if err != nil || ln.node == nil {
 		return err
 	}
+	ln.member.Store(nil)
 	ln.node.Kill()
 	ln.nc.Close()
 	_ = ln.store.Close()
@@ -230,7 +285,13 @@ func (lc *LocalCluster) DiskBytes() int64 {
 func (lc *LocalCluster) Close() {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
+	if lc.hbCancel != nil {
+		lc.hbCancel()
+		<-lc.hbDone
+		lc.hbCancel = nil
+	}
 	for _, ln := range lc.nodes {
+		ln.member.Store(nil)
 		if ln.node != nil {
 			_ = ln.node.Stop(ctx)
 			ln.nc.Close()
@@ -238,5 +299,76 @@ func (lc *LocalCluster) Close() {
 			ln.node = nil
 		}
 	}
+	if lc.watched != nil {
+		lc.watched.Close()
+	}
+	if lc.metaNC != nil {
+		lc.metaNC.Close()
+	}
 	lc.server.Shutdown()
+}
+
+// Meta is the cluster's metadata store (nil unless Metadata is set).
+func (lc *LocalCluster) Meta() *meta.Store { return lc.meta }
+
+// openMeta creates the metadata buckets (one replica) and watches the
+// catalog that the nodes then share.
+func (lc *LocalCluster) openMeta() error {
+	nc, err := lc.server.Connect("raidq-meta")
+	if err != nil {
+		return fmt.Errorf("local cluster: metadata connection: %w", err)
+	}
+	lc.metaNC = nc
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	lc.meta, err = meta.Open(ctx, nc, lc.cfg.Cluster, meta.Options{Create: true, Replicas: 1, Logger: lc.cfg.Logger})
+	if err != nil {
+		return fmt.Errorf("local cluster: metadata: %w", err)
+	}
+	lc.watched, err = lc.meta.WatchCatalog(ctx)
+	if err != nil {
+		return fmt.Errorf("local cluster: watch the catalog: %w", err)
+	}
+	lc.catalog = lc.watched.StaticCatalog
+	return nil
+}
+
+// startHeartbeat writes every running node's member record now and then
+// every DefaultHeartbeat, logging failures at most once per 30s.
+func (lc *LocalCluster) startHeartbeat() {
+	beat := func(ctx context.Context) error {
+		var errs []error
+		for _, ln := range lc.nodes {
+			if m := ln.member.Load(); m != nil {
+				rec := *m
+				rec.Heartbeat = time.Now().UnixNano()
+				if err := lc.meta.PutMember(ctx, rec); err != nil {
+					errs = append(errs, fmt.Errorf("member %s: %w", rec.ID, err))
+				}
+			}
+		}
+		return errors.Join(errs...)
+	}
+	if err := beat(context.Background()); err != nil {
+		lc.cfg.Logger.Warn("local cluster: member records not written; the heartbeat keeps trying", "err", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	lc.hbCancel, lc.hbDone = cancel, make(chan struct{})
+	go func() {
+		defer close(lc.hbDone)
+		t := time.NewTicker(DefaultHeartbeat)
+		defer t.Stop()
+		var lastWarn time.Time
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			if err := beat(ctx); err != nil && ctx.Err() == nil && time.Since(lastWarn) >= heartbeatWarnEvery {
+				lastWarn = time.Now()
+				lc.cfg.Logger.Warn("local cluster: heartbeat failed; nodes serve from the cached catalog", "err", err)
+			}
+		}
+	}()
 }

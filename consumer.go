@@ -7,6 +7,7 @@ import (
 
 	"github.com/raidq/raidq/actors"
 	"github.com/raidq/raidq/actors/core"
+	"github.com/raidq/raidq/bus/meta"
 )
 
 // ConsumerOptions configure a consumer.
@@ -20,6 +21,25 @@ type ConsumerOptions struct {
 	Buffer int
 	// OnReport receives the readers' in-doubt, corrupt and stall reports.
 	OnReport func(partition int, out core.Output)
+
+	// Group makes the consumer a member of a consumer group (see
+	// groups.go): the group's live members share the topic's partitions
+	// and commit positions (Consumer.Commit). From then only applies to a
+	// partition the group has no position for, and zero From means the
+	// topic's creation (earliest). Partitions must be nil.
+	Group string
+	// Member is this member's id in the group (default a random one). Two
+	// live consumers must not share one.
+	Member string
+	// Meta is the metadata store holding the group's positions; nil means
+	// the client's own (Connect binds it unless topics came from WithCatalog).
+	Meta *meta.Store
+	// AutoCommit, with a group, commits every partition's position this
+	// often: after the messages the application has taken from Messages,
+	// except the last one taken (it may still be processing it; it is
+	// committed once the next one is taken, or by Close). Zero: the
+	// application commits with Commit.
+	AutoCommit time.Duration
 }
 
 // Consumer reads one topic's partitions and delivers their messages on one
@@ -34,6 +54,7 @@ type Consumer struct {
 	gen     int
 	closed  bool
 	quit    chan struct{}
+	group   *groupState // nil without a group
 	// sendMu is held (read) by sinks while they forward to ch, and
 	// (write) by Close before it closes ch, so no send hits a closed channel.
 	sendMu sync.RWMutex
@@ -47,6 +68,9 @@ func (c *Client) Consumer(topic string, opts ConsumerOptions) (*Consumer, error)
 	}
 	if opts.Buffer <= 0 {
 		opts.Buffer = 1024
+	}
+	if opts.Group != "" {
+		return c.groupConsumer(t, opts)
 	}
 	if opts.Partitions == nil {
 		for p := 0; p < t.Partitions; p++ {
@@ -126,6 +150,9 @@ func (c *Consumer) sink(p, gen int) func([]core.Delivery) {
 
 // Seek restarts every partition at time t (positions are times).
 func (c *Consumer) Seek(t time.Time) error {
+	if c.group != nil {
+		return c.group.seek(t)
+	}
 	c.stopReaders()
 	return c.start(t)
 }
@@ -149,8 +176,16 @@ func (c *Consumer) Close() {
 		return
 	}
 	c.closed = true
+	c.mu.Unlock()
+	if c.group != nil {
+		c.group.stop(false) // leaves the group
+	}
+	c.mu.Lock()
 	close(c.quit)
 	c.mu.Unlock()
+	if c.group != nil && c.group.fwdDone != nil {
+		<-c.group.fwdDone
+	}
 	c.stopReaders()
 	c.sendMu.Lock()
 	close(c.ch)

@@ -67,6 +67,8 @@ type Message struct {
 	Partition int
 	Position  Position
 	Stripe    StripeID
+
+	gen uint64 // which reading of its partition delivered it (groups.go)
 }
 
 func (m *Message) record() stripe.Record {

@@ -8,8 +8,10 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/nats-io/nats.go"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/raidq/raidq/actors/core"
+	"github.com/raidq/raidq/actors/metrics"
 	"github.com/raidq/raidq/bus"
 )
 
@@ -23,6 +25,9 @@ type ClientConfig struct {
 	// drills skew it.
 	Now  func() int64
 	Link LinkConfig
+	// Metrics receives the producer and reader metrics (nil = none).
+	// Clients sharing a registry add to the same metrics.
+	Metrics *prometheus.Registry
 }
 
 // Client owns the client actor system and one link actor per node.
@@ -34,6 +39,7 @@ type Client struct {
 	links    map[string]*actor.PID
 	children []*actor.PID
 	closed   bool
+	metrics  *metrics.Client // nil: no metrics
 }
 
 // NewClient starts a client actor system.
@@ -48,7 +54,13 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Client{cfg: cfg, subjects: subj, system: NewSystem(cfg.Logger), links: make(map[string]*actor.PID)}, nil
+	var m *metrics.Client
+	if cfg.Metrics != nil {
+		if m, err = metrics.NewClient(cfg.Metrics); err != nil {
+			return nil, err
+		}
+	}
+	return &Client{cfg: cfg, subjects: subj, system: NewSystem(cfg.Logger), links: make(map[string]*actor.PID), metrics: m}, nil
 }
 
 // Logger is the client's logger.
@@ -81,6 +93,18 @@ func (c *Client) spawn(p *actor.Props) (*actor.PID, error) {
 	pid := c.system.Root.Spawn(p)
 	c.children = append(c.children, pid)
 	return pid, nil
+}
+
+// forget drops a stopped top-level actor from the list Close poisons.
+func (c *Client) forget(pid *actor.PID) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for i, p := range c.children {
+		if p.Equal(pid) {
+			c.children = append(c.children[:i], c.children[i+1:]...)
+			return
+		}
+	}
 }
 
 // Close stops every producer, reader and link (poisoning them; protoactor's

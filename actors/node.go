@@ -11,7 +11,10 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/micro"
+	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/raidq/raidq/actors/metrics"
 	"github.com/raidq/raidq/bus"
 	"github.com/raidq/raidq/slotstore"
 	"github.com/raidq/raidq/stripe"
@@ -34,9 +37,18 @@ type NodeConfig struct {
 	MaxPending int
 	// ScanWorkers bounds concurrent store scans (default 4).
 	ScanWorkers int
+	// OwnerIdle is how long a slot owner waits without requests before it
+	// retires (default 5s; tests shorten it).
+	OwnerIdle time.Duration
 	// OnFatal is called once when the store fails (fsync error, corrupt
 	// data): the node must stop loudly, not limp on.
 	OnFatal func(error)
+	// Metrics receives the node's Prometheus metrics, each with the const
+	// label node=<ID> (nil = no metrics). Stop and Kill unregister them.
+	Metrics *prometheus.Registry
+	// NoSync says the store was opened with --no-fsync; the node only
+	// reports it (status endpoint).
+	NoSync bool
 }
 
 // Node is one storage node: an actor system (node → partition → slot
@@ -49,10 +61,16 @@ type Node struct {
 	sub      *nats.Subscription
 	pending  atomic.Int64
 	scans    chan struct{}
+	scanWG   sync.WaitGroup // scans waiting for or holding a worker
 	stats    NodeStats
 	fatal    sync.Once
 	stopOnce sync.Once
 	replies  sync.WaitGroup // delayed replies still to send
+	started  time.Time
+	owners   atomic.Int64           // slot-owner actors alive
+	failure  atomic.Pointer[string] // the store failure that stopped the node
+	metrics  *metrics.Node          // nil: no metrics
+	svc      micro.Service          // the raidq-node micro service (node_service.go)
 }
 
 // NodeStats are a node's counters (read with atomic loads).
@@ -74,6 +92,9 @@ func StartNode(cfg NodeConfig) (*Node, error) {
 	if cfg.ScanWorkers <= 0 {
 		cfg.ScanWorkers = 4
 	}
+	if cfg.OwnerIdle <= 0 {
+		cfg.OwnerIdle = defaultOwnerIdle
+	}
 	if err := bus.ValidName("node id", cfg.ID); err != nil {
 		return nil, err
 	}
@@ -81,17 +102,34 @@ func StartNode(cfg NodeConfig) (*Node, error) {
 	if err != nil {
 		return nil, err
 	}
-	n := &Node{cfg: cfg, subjects: subj, scans: make(chan struct{}, cfg.ScanWorkers)}
+	n := &Node{cfg: cfg, subjects: subj, scans: make(chan struct{}, cfg.ScanWorkers), started: time.Now()}
 	n.cfg.Logger = cfg.Logger.With("node", cfg.ID)
+	if err := n.startMetrics(); err != nil {
+		return nil, fmt.Errorf("node %s: %w", cfg.ID, err)
+	}
 	n.system = NewSystem(n.cfg.Logger)
 	n.root = n.system.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return newNodeActor(n) },
 		actor.WithSupervisor(restartStrategy())))
 	n.sub, err = cfg.Conn.Subscribe(subj.SlotAll(cfg.ID), n.handle)
 	if err != nil {
 		n.stopActors()
+		n.metrics.Unregister()
 		return nil, fmt.Errorf("node %s: subscribe: %w", cfg.ID, err)
 	}
 	_ = n.sub.SetPendingLimits(cfg.MaxPending, 512<<20)
+	// Make sure the server has the subscription before callers are told
+	// the node is up (else the first requests find no responders).
+	if err := cfg.Conn.Flush(); err != nil {
+		_ = n.sub.Unsubscribe()
+		n.stopActors()
+		return nil, fmt.Errorf("node %s: flush subscription: %w", cfg.ID, err)
+	}
+	if err := n.startService(); err != nil {
+		_ = n.sub.Unsubscribe()
+		n.stopActors()
+		n.metrics.Unregister()
+		return nil, fmt.Errorf("node %s: micro service: %w", cfg.ID, err)
+	}
 	n.cfg.Logger.Info("node started", "subject", subj.SlotAll(cfg.ID), "incarnation", cfg.Store.Incarnation().String())
 	return n, nil
 }
@@ -108,14 +146,18 @@ func (n *Node) Stats() *NodeStats { return &n.stats }
 func (n *Node) Stop(ctx context.Context) error {
 	var err error
 	n.stopOnce.Do(func() {
+		n.stopService()
 		if n.sub != nil {
 			err = n.sub.Drain()
 			for n.sub.IsValid() && ctx.Err() == nil {
 				time.Sleep(time.Millisecond)
 			}
 		}
+		n.drainActors(ctx)
 		n.stopActors()
+		n.settle(ctx)
 		n.replies.Wait()
+		n.metrics.Unregister()
 		n.cfg.Logger.Info("node stopped")
 	})
 	return err
@@ -126,8 +168,10 @@ func (n *Node) Stop(ctx context.Context) error {
 func (n *Node) Kill() {
 	n.stopOnce.Do(func() {
 		_ = n.sub.Unsubscribe()
+		n.stopService()
 		n.stopActors()
 		n.replies.Wait()
+		n.metrics.Unregister()
 		n.cfg.Logger.Warn("node killed")
 	})
 }
@@ -140,6 +184,8 @@ func (n *Node) stopActors() {
 // fail is called when the store failed; the node stops loudly.
 func (n *Node) fail(err error) {
 	n.fatal.Do(func() {
+		msg := err.Error()
+		n.failure.Store(&msg)
 		n.cfg.Logger.Error("store failed: node must stop", "err", err)
 		if n.cfg.OnFatal != nil {
 			go n.cfg.OnFatal(err)
@@ -149,8 +195,14 @@ func (n *Node) fail(err error) {
 
 // respond sends a reply, late if the node is configured slow, and releases
 // the request's pending slot.
-func (n *Node) respond(m *nats.Msg, data []byte) {
+func (n *Node) respond(m *nats.Msg, data []byte) { n.send(m, data, time.Time{}, 0) }
+
+// send is respond that, for a write answered with status s, records the
+// write's latency from start (its arrival; zero when metrics are off) as
+// the reply goes out (before, so the count is there when the reply lands).
+func (n *Node) send(m *nats.Msg, data []byte, start time.Time, s bus.Status) {
 	if n.cfg.ReplyDelay <= 0 {
+		n.observeWrite(start, s)
 		n.pending.Add(-1)
 		_ = m.Respond(data)
 		return
@@ -158,13 +210,15 @@ func (n *Node) respond(m *nats.Msg, data []byte) {
 	n.replies.Add(1)
 	time.AfterFunc(n.cfg.ReplyDelay, func() {
 		defer n.replies.Done()
+		n.observeWrite(start, s)
 		n.pending.Add(-1)
 		_ = m.Respond(data)
 	})
 }
 
-func (n *Node) writeReply(m *nats.Msg, s bus.Status, detail string) {
-	n.respond(m, bus.WriteReply{Status: s, NodeClock: n.cfg.Now(), Detail: bus.TruncDetail(detail)}.Marshal())
+// writeReply answers a write received at start.
+func (n *Node) writeReply(m *nats.Msg, start time.Time, s bus.Status, detail string) {
+	n.send(m, bus.WriteReply{Status: s, NodeClock: n.cfg.Now(), Detail: bus.TruncDetail(detail)}.Marshal(), start, s)
 }
 
 func (n *Node) scanError(m *nats.Msg, s bus.Status, detail string) {
@@ -173,7 +227,7 @@ func (n *Node) scanError(m *nats.Msg, s bus.Status, detail string) {
 }
 
 // errReply answers a request of either kind with an error status.
-func (n *Node) errReply(m *nats.Msg, isScan bool, s bus.Status, detail string) {
+func (n *Node) errReply(m *nats.Msg, start time.Time, isScan bool, s bus.Status, detail string) {
 	switch s {
 	case bus.StatusBadRequest, bus.StatusWrongNode:
 		n.stats.BadRequests.Add(1)
@@ -183,7 +237,7 @@ func (n *Node) errReply(m *nats.Msg, isScan bool, s bus.Status, detail string) {
 	if isScan {
 		n.scanError(m, s, detail)
 	} else {
-		n.writeReply(m, s, detail)
+		n.writeReply(m, start, s, detail)
 	}
 }
 
@@ -196,23 +250,29 @@ func (n *Node) handle(m *nats.Msg) {
 		n.pending.Add(-1)
 		return
 	}
+	var start time.Time
+	if n.metrics != nil {
+		start = time.Now()
+	}
 	req, err := bus.DecodeRequest(m.Data)
 	if err != nil {
-		n.errReply(m, false, bus.StatusBadRequest, err.Error())
+		n.errReply(m, start, false, bus.StatusBadRequest, err.Error())
 		return
 	}
 	r, status, detail := n.route(m, req)
 	if status != 0 {
 		_, isScan := req.(bus.ScanReq)
-		n.errReply(m, isScan, status, detail)
+		n.errReply(m, start, isScan, status, detail)
 		return
 	}
+	r.start = start
 	n.system.Root.Send(n.root, r)
 }
 
 // slotRequest is a validated request on its way to its owner.
 type slotRequest struct {
 	msg       *nats.Msg
+	start     time.Time // arrival, for the write latency metric (zero: metrics off)
 	topic     *Topic
 	partition uint32
 	write     *bus.WriteReq

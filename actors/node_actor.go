@@ -1,9 +1,13 @@
 package actors
 
 import (
+	"context"
 	"fmt"
+	"sync/atomic"
 
 	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/raidq/raidq/slotstore"
 )
 
 // nodeActor is the top of a node's tree: it routes each request to the
@@ -26,6 +30,61 @@ func (a *nodeActor) Receive(ctx actor.Context) {
 			a.parts[key] = pid
 		}
 		ctx.Send(pid, m)
+	case *drain:
+		for _, pid := range a.parts {
+			m.add(1)
+			ctx.Send(pid, m)
+		}
+		m.release()
+	}
+}
+
+// drain travels down the actor tree behind the requests already queued:
+// each actor passes it on after handling everything queued before it, and
+// each owner releases it. Once every owner has, every request the node
+// took in has been answered or handed to the store (Node.Stop). Stopping
+// the actors without it would drop what still waits in their mailboxes:
+// protoactor stops children with system messages, which jump the queue.
+type drain struct {
+	left atomic.Int64
+	done chan struct{}
+}
+
+func (d *drain) add(n int) { d.left.Add(int64(n)) }
+
+func (d *drain) release() {
+	if d.left.Add(-1) == 0 {
+		close(d.done)
+	}
+}
+
+// drainActors sends a drain down the tree and waits for it (or ctx).
+func (n *Node) drainActors(ctx context.Context) {
+	d := &drain{done: make(chan struct{})}
+	d.add(1)
+	n.system.Root.Send(n.root, d)
+	select {
+	case <-d.done:
+	case <-ctx.Done():
+	}
+}
+
+// settle waits (or ctx) until every commit queued so far has run its done,
+// so the replies of accepted requests are sent, and until the scan pages
+// those commits started have been answered.
+func (n *Node) settle(ctx context.Context) {
+	done := make(chan struct{})
+	n.cfg.Store.Commit(&slotstore.Batch{}, func(error) { close(done) })
+	select {
+	case <-done:
+	case <-ctx.Done():
+		return
+	}
+	scans := make(chan struct{})
+	go func() { n.scanWG.Wait(); close(scans) }()
+	select { // every scan taken in has answered
+	case <-scans:
+	case <-ctx.Done():
 	}
 }
 
@@ -40,6 +99,7 @@ type partitionActor struct {
 	owners    map[uint64]*actor.PID
 	byPID     map[string]uint64
 	retiring  map[uint64][]*slotRequest
+	drains    []*drain // held until no owner is retiring
 }
 
 // retire is an owner's request to stop after an idle period.
@@ -54,6 +114,12 @@ func (a *partitionActor) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *slotRequest:
 		a.route(ctx, m)
+	case *drain:
+		if len(a.retiring) > 0 {
+			a.drains = append(a.drains, m) // its requests are re-routed first
+			return
+		}
+		a.drainOwners(ctx, m)
 	case *retire:
 		if pid, ok := a.owners[m.lo]; ok && ctx.Sender() != nil && pid.Id == ctx.Sender().Id {
 			a.retiring[m.lo] = nil
@@ -76,7 +142,22 @@ func (a *partitionActor) Receive(ctx actor.Context) {
 				a.route(ctx, r)
 			}
 		}
+		if len(a.retiring) == 0 {
+			for _, d := range a.drains {
+				a.drainOwners(ctx, d)
+			}
+			a.drains = nil
+		}
 	}
+}
+
+// drainOwners passes a drain to every owner, behind their queued requests.
+func (a *partitionActor) drainOwners(ctx actor.Context, d *drain) {
+	for _, pid := range a.owners {
+		d.add(1)
+		ctx.Send(pid, d)
+	}
+	d.release()
 }
 
 func (a *partitionActor) route(ctx actor.Context, m *slotRequest) {

@@ -13,10 +13,10 @@ import (
 	"github.com/raidq/raidq/stripe"
 )
 
-// ownerIdle is how long a slot owner waits without requests before it
-// retires. Ranges older than the accept window only see scans, so most
-// owners live a few seconds.
-const ownerIdle = 5 * time.Second
+// defaultOwnerIdle is how long a slot owner waits without requests before
+// it retires (NodeConfig.OwnerIdle). Ranges older than the accept window
+// only see scans, so most owners live a few seconds.
+const defaultOwnerIdle = 5 * time.Second
 
 // ownerActor is the slot-owner of one offset range of one partition on one
 // node (DESIGN §4). It is the only writer of its slots: every write and
@@ -39,17 +39,26 @@ func newOwnerActor(n *Node, t *Topic, p uint32, lo uint64) *ownerActor {
 func (a *ownerActor) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
+		a.node.owners.Add(1)
 		a.load()
-		ctx.SetReceiveTimeout(ownerIdle)
+		ctx.SetReceiveTimeout(a.node.cfg.OwnerIdle)
+	case *actor.Restarting, *actor.Stopped:
+		a.node.owners.Add(-1) // Started counts it again after a restart
 	case *slotRequest:
 		if m.write != nil {
 			a.write(m)
 		} else {
 			a.scan(m)
 		}
+	case *drain:
+		m.release() // every request queued before it is answered or committed
 	case *actor.ReceiveTimeout:
 		if a.inflight.Load() == 0 {
 			ctx.Request(ctx.Parent(), &retire{lo: a.lo})
+		} else {
+			// protoactor disarms the timeout when it fires: re-arm it, or
+			// an owner that was idle during a slow commit never retires.
+			ctx.SetReceiveTimeout(a.node.cfg.OwnerIdle)
 		}
 	}
 }
@@ -95,7 +104,7 @@ func (a *ownerActor) write(m *slotRequest) {
 	d := a.core.Write(n.cfg.Now(), m.write.Offset, &m.shard, m.write.Repair)
 	a.count(d.Status)
 	if !d.Persist && !d.Barrier {
-		n.writeReply(m.msg, bus.Status(d.Status), d.Detail)
+		n.writeReply(m.msg, m.start, bus.Status(d.Status), d.Detail)
 		return
 	}
 	b := &slotstore.Batch{}
@@ -103,17 +112,17 @@ func (a *ownerActor) write(m *slotRequest) {
 		b.PutSlot(slotstore.Key{Topic: a.topic.Name, Partition: a.partition, Offset: m.write.Offset}, m.write.Shard)
 	}
 	a.inflight.Add(1)
-	n.cfg.Store.Commit(b, func(err error) {
+	n.commit(b, func(err error) {
 		defer a.inflight.Add(-1)
 		if err != nil {
 			n.stats.StoreErrors.Add(1)
-			n.writeReply(m.msg, bus.StatusStoreError, err.Error())
+			n.writeReply(m.msg, m.start, bus.StatusStoreError, err.Error())
 			if !isBusy(err) {
 				n.fail(err)
 			}
 			return
 		}
-		n.writeReply(m.msg, bus.StatusOK, "")
+		n.writeReply(m.msg, m.start, bus.StatusOK, "")
 	})
 }
 
@@ -149,12 +158,13 @@ func (a *ownerActor) scan(m *slotRequest) {
 		return
 	}
 	n.stats.Scans.Add(1)
+	n.metrics.Scan()
 	b := &slotstore.Batch{}
 	if d.PersistSeal {
 		b.SetSeal(a.topic.Name, a.partition, a.lo, d.Seal)
 	}
 	a.inflight.Add(1)
-	n.cfg.Store.Commit(b, func(err error) {
+	n.commit(b, func(err error) {
 		defer a.inflight.Add(-1)
 		if err != nil {
 			n.scanError(m.msg, bus.StatusStoreError, err.Error())
@@ -163,8 +173,15 @@ func (a *ownerActor) scan(m *slotRequest) {
 			}
 			return
 		}
-		n.scans <- struct{}{}
+		if d.PersistSeal {
+			n.metrics.SealRaised()
+		}
+		// Never wait for a scan worker here: this runs on the store's
+		// committer goroutine, which must not be held up.
+		n.scanWG.Add(1)
 		go func() {
+			defer n.scanWG.Done()
+			n.scans <- struct{}{}
 			defer func() { <-n.scans }()
 			n.readPage(m, q, d)
 		}()

@@ -10,6 +10,7 @@ import (
 	"github.com/asynkron/protoactor-go/scheduler"
 
 	"github.com/raidq/raidq/actors/core"
+	"github.com/raidq/raidq/actors/metrics"
 	"github.com/raidq/raidq/bus"
 	"github.com/raidq/raidq/stripe"
 )
@@ -19,9 +20,10 @@ const producerTickEvery = 5 * time.Millisecond
 
 // batch is an open or queued micro-batch of one partition.
 type batch struct {
-	recs  []stripe.Record
-	cbs   []func(SendResult)
-	bytes int
+	recs   []stripe.Record
+	cbs    []func(SendResult)
+	bytes  int
+	opened time.Time // first record added (ack latency)
 }
 
 // inflight is a stripe being written.
@@ -66,10 +68,12 @@ type producerActor struct {
 	flushes []chan struct{}
 	sched   *scheduler.TimerScheduler
 	cancel  scheduler.CancelFunc
+	m       *metrics.Producer // nil: no metrics
 }
 
 func newProducerActor(c *Client, t *Topic, cfg ProducerConfig) *producerActor {
-	a := &producerActor{c: c, topic: t, cfg: cfg, stripes: make(map[stripe.ID]*inflight), rnd: newRand(cfg.Seed)}
+	a := &producerActor{c: c, topic: t, cfg: cfg, stripes: make(map[stripe.ID]*inflight), rnd: newRand(cfg.Seed),
+		m: c.metrics.Producer(t.Name)}
 	_, _ = rand.Read(a.id[:])
 	a.parts = make([]*partState, t.Partitions)
 	for i := range a.parts {
@@ -123,7 +127,7 @@ func (a *producerActor) add(ctx actor.Context, m *produce) {
 		return
 	}
 	if p.open == nil {
-		p.open = &batch{}
+		p.open = &batch{opened: time.Now()}
 		p.gen++
 		a.sched.SendOnce(a.cfg.Linger, ctx.Self(), &lingerFire{partition: part, gen: p.gen})
 	}
@@ -176,6 +180,7 @@ func (a *producerActor) start(ctx actor.Context, part int, b *batch) {
 	}
 	p.active++
 	a.stripes[id] = &inflight{partition: part, b: b, payload: payload, shards: shards}
+	a.m.Attempt(false, false)
 	a.sendShards(ctx, part, send)
 }
 
@@ -206,6 +211,9 @@ func (a *producerActor) onResult(ctx actor.Context, m *LinkResult) {
 			status, clock = core.Status(r.Status), r.NodeClock
 		}
 	}
+	if status == core.StatusConflict {
+		a.m.Conflict()
+	}
 	a.apply(ctx, tag.partition, a.parts[tag.partition].writer.Reply(a.c.cfg.Now(), a.rnd, tag.id, tag.attempt, tag.node, status, clock))
 }
 
@@ -214,6 +222,9 @@ func (a *producerActor) apply(ctx actor.Context, part int, effects []any) {
 	for _, e := range effects {
 		switch e := e.(type) {
 		case core.Send:
+			if st := a.stripes[e.ID]; st != nil {
+				a.m.Attempt(st.b != nil, st.b == nil) // no batch left: the stripe was acked, this rewrites it
+			}
 			a.sendShards(ctx, part, e)
 		case core.Ack:
 			if st := a.stripes[e.ID]; st != nil && st.b != nil {
@@ -236,6 +247,7 @@ func (a *producerActor) apply(ctx actor.Context, part int, effects []any) {
 }
 
 func (a *producerActor) ack(st *inflight, e core.Ack) {
+	a.m.Acked(len(st.b.cbs), time.Since(st.b.opened))
 	for i, cb := range st.b.cbs {
 		cb(SendResult{Partition: st.partition, Pos: core.Position{Offset: e.Offset, Index: uint32(i)}, Stripe: e.ID})
 	}
@@ -243,6 +255,9 @@ func (a *producerActor) ack(st *inflight, e core.Ack) {
 }
 
 func (a *producerActor) finish(b *batch, r SendResult) {
+	if r.Err != nil {
+		a.m.Failed(len(b.cbs))
+	}
 	for _, cb := range b.cbs {
 		cb(r)
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/raidq/raidq/actors/core"
+	"github.com/raidq/raidq/actors/metrics"
 	"github.com/raidq/raidq/bus"
 )
 
@@ -53,6 +54,7 @@ type readerActor struct {
 	sinkQuit chan struct{}
 	stalled  time.Time
 	sched    *scheduler.TimerScheduler
+	m        *metrics.Reader // nil: no metrics
 }
 
 // Reader is the handle of a reader actor.
@@ -83,7 +85,7 @@ func (c *Client) NewReader(cfg ReaderConfig) (*Reader, error) {
 		cfg.Poll = 10 * time.Millisecond
 	}
 	ra := &readerActor{c: c, topic: t, cfg: cfg, core: core.NewReader(cfg.Core, cfg.From),
-		log: c.cfg.Logger.With("topic", t.Name, "partition", cfg.Partition)}
+		log: c.cfg.Logger.With("topic", t.Name, "partition", cfg.Partition), m: c.metrics.Reader(t.Name)}
 	pid, err := c.spawn(actor.PropsFromProducer(func() actor.Actor { return ra }))
 	if err != nil {
 		return nil, err
@@ -91,8 +93,12 @@ func (c *Client) NewReader(cfg ReaderConfig) (*Reader, error) {
 	return &Reader{c: c, pid: pid}, nil
 }
 
-// Close stops the reader.
-func (r *Reader) Close() { _ = r.c.system.Root.PoisonFuture(r.pid).Wait() }
+// Close stops the reader (readers come and go with leases and group
+// rebalances, so the client forgets it).
+func (r *Reader) Close() {
+	_ = r.c.system.Root.PoisonFuture(r.pid).Wait()
+	r.c.forget(r.pid)
+}
 
 func (a *readerActor) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
@@ -164,6 +170,7 @@ func (a *readerActor) applyScan(ctx actor.Context, m *scanDone) {
 }
 
 func (a *readerActor) report(out core.Output) {
+	a.m.Applied(len(out.Deliveries), out.Voids, out.Duplicates, len(out.InDoubt), len(out.Corrupt), out.Stalled != "")
 	for _, d := range out.InDoubt {
 		a.log.Warn("offset in doubt: skipped after waiting for unheard nodes", "offset", d.Offset, "stripe", d.Stripe.String(),
 			"shards_seen", d.Seen, "unheard_positions", d.Unheard)

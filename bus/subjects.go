@@ -63,6 +63,7 @@ func validNameFast(s string) bool {
 //	raidq.<cluster>.slot.<node>.<topic>.<partition>   write and scan requests to a node
 //	raidq.<cluster>.deliver.<topic>.<partition>       decoded records for subscribers
 //	raidq.<cluster>.hb.<node>                         node heartbeats
+//	raidq.<cluster>.status.<node>                     a node's status (its micro service endpoint)
 //
 // The message type travels in the payload (see DecodeRequest), so one slot
 // subject carries both writes and scans. The zero value is not usable; build
@@ -74,6 +75,7 @@ type Subjects struct {
 	slot    string // "raidq.<cluster>.slot."
 	deliver string // "raidq.<cluster>.deliver."
 	hb      string // "raidq.<cluster>.hb."
+	status  string // "raidq.<cluster>.status."
 }
 
 // NewSubjects returns the subjects of cluster, which must pass ValidName.
@@ -82,7 +84,7 @@ func NewSubjects(cluster string) (Subjects, error) {
 		return Subjects{}, err
 	}
 	base := SubjectPrefix + "." + cluster + "."
-	return Subjects{cluster: cluster, slot: base + "slot.", deliver: base + "deliver.", hb: base + "hb."}, nil
+	return Subjects{cluster: cluster, slot: base + "slot.", deliver: base + "deliver.", hb: base + "hb.", status: base + "status."}, nil
 }
 
 // Cluster returns the cluster name the subjects were built for.
@@ -126,6 +128,12 @@ func (s Subjects) Heartbeat(node string) string {
 // HeartbeatAll returns raidq.<cluster>.hb.*, every node's heartbeats.
 func (s Subjects) HeartbeatAll() string {
 	return s.hb + "*"
+}
+
+// Status returns raidq.<cluster>.status.<node>, the subject of node's status
+// endpoint (a NATS micro service endpoint; see actors.NodeStatus).
+func (s Subjects) Status(node string) string {
+	return s.status + node
 }
 
 // ParseSlot splits a slot subject of this cluster into its node, topic and

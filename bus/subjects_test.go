@@ -52,6 +52,7 @@ func TestSubjects(t *testing.T) {
 		{s.DeliverAll("orders"), "raidq.prod.deliver.orders.*"},
 		{s.Heartbeat("n2"), "raidq.prod.hb.n2"},
 		{s.HeartbeatAll(), "raidq.prod.hb.*"},
+		{s.Status("n3"), "raidq.prod.status.n3"},
 	}
 	for _, c := range checks {
 		if c.got != c.want {

@@ -84,10 +84,14 @@ func (o *Owner) Write(now int64, off uint64, h *stripe.ShardHeader, repair bool)
 		}
 		return WriteDecision{Status: StatusConflict, Detail: fmt.Sprintf("slot %d holds stripe %s shard %d", off, cur.ID, cur.Index)}
 	}
-	if !repair {
-		if d, bad := o.timeCheck(now, off); bad {
-			return d
-		}
+	if repair {
+		// Repair writes may go below the seal only once the repair loop
+		// proves the bytes re-encode to the committed stripe (DESIGN §6);
+		// until that loop exists they are refused outright.
+		return WriteDecision{Status: StatusBadRequest, Detail: "repair writes are not enabled on this node"}
+	}
+	if d, bad := o.timeCheck(now, off); bad {
+		return d
 	}
 	o.slots[off] = SlotInfo{ID: h.ID, Index: h.Index, DataCRC: h.DataCRC}
 	return WriteDecision{Status: StatusOK, Persist: true}

@@ -23,7 +23,7 @@ func TestOwnerWrite(t *testing.T) {
 		name    string
 		seal    uint64
 		birth   uint64
-		first   *stripe.Shard // written before (accepted)
+		first   *stripe.Shard // already in the slot (as rebuilt from the store)
 		shard   stripe.Shard
 		off     uint64 // 0 = the shard's offset
 		now     int64  // 0 = mid
@@ -44,7 +44,7 @@ func TestOwnerWrite(t *testing.T) {
 		{name: "beyond future bound", shard: aFar[0], want: StatusClockAhead},
 		{name: "future is fine later", shard: aFar[0], now: int64(mid) + 100*ms, want: StatusOK, persist: true},
 		{name: "before birth", birth: mid + 1, shard: a[0], want: StatusSealed},
-		{name: "repair ignores seal", seal: mid + 1, shard: a[0], repair: true, want: StatusOK, persist: true},
+		{name: "repair refused until the repair loop exists", seal: mid + 1, shard: a[0], repair: true, want: StatusBadRequest},
 		{name: "outside range", shard: aOut[0], want: StatusBadRequest},
 		{name: "offset disagrees with shard", shard: a[0], off: mid + 1, want: StatusBadRequest},
 	}
@@ -52,15 +52,14 @@ func TestOwnerWrite(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := ownerCfg()
 			cfg.Birth = tc.birth
-			o := NewOwner(cfg, tc.seal, nil)
+			slots := map[uint64]SlotInfo{}
+			if f := tc.first; f != nil {
+				slots[f.Offset] = SlotInfo{ID: f.ID, Index: f.Index, DataCRC: f.DataCRC}
+			}
+			o := NewOwner(cfg, tc.seal, slots)
 			now := tc.now
 			if now == 0 {
 				now = int64(mid)
-			}
-			if tc.first != nil {
-				if d := o.Write(now, tc.first.Offset, &tc.first.ShardHeader, true); d.Status != StatusOK {
-					t.Fatalf("first write: %v %s", d.Status, d.Detail)
-				}
 			}
 			off := tc.off
 			if off == 0 {

@@ -116,12 +116,16 @@ func (w *Writer) Skew() int64 {
 	return xs[len(xs)/2]
 }
 
-// nextOffset is max(now + skew correction + jitter, last + 1).
+// nextOffset is max(now + skew correction, last + 1) + jitter. The jitter
+// goes on top of the max: when last+1 dominates (offsets running ahead of
+// the corrected clock, as after a correction downwards), producers racing
+// for one offset would otherwise all retry at last+1 and collide again.
 func (w *Writer) nextOffset(now, jitter int64) uint64 {
-	off := uint64(max(now+w.Skew()+jitter, 1))
+	off := uint64(max(now+w.Skew(), 1))
 	if off <= w.last {
 		off = w.last + 1
 	}
+	off += uint64(max(jitter, 0))
 	w.last = off
 	return off
 }

@@ -98,7 +98,7 @@ func TestWriterFailure(t *testing.T) {
 	cases := []struct {
 		name   string
 		answer func(node int) (Status, bool) // false = no reply at all
-		nodes  []string // WriterConfig.Nodes
+		nodes  []string                      // WriterConfig.Nodes
 		want   error
 		names  []string
 	}{
@@ -120,35 +120,7 @@ func TestWriterFailure(t *testing.T) {
 			cfg := DefaultWriterConfig(params())
 			cfg.Nodes = tc.nodes
 			w := NewWriter(cfg)
-			rnd := newRand(2)
-			now := int64(base)
-			id := sid(0, 1)
-			sends := []Send{w.Start(now, id)}
-			var fail *Fail
-			for step := 0; len(sends) > 0 && step < 100; step++ {
-				s := sends[0]
-				sends = sends[1:]
-				var out []any
-				for i := range params().N {
-					if st, ok := tc.answer(i); ok {
-						out = append(out, w.Reply(now, rnd, id, s.Attempt, i, st, 0)...)
-					}
-				}
-				now += cfg.AttemptTimeout
-				if len(out) == 0 { // the attempt still waits: let it time out
-					out = w.Tick(now, rnd)
-				}
-				for _, e := range out {
-					switch e := e.(type) {
-					case Send:
-						sends = append(sends, e)
-					case Fail:
-						fail = &e
-					case Ack:
-						t.Fatalf("acked: %+v", e)
-					}
-				}
-			}
+			fail := runToFailure(t, w, tc.answer)
 			if fail == nil {
 				t.Fatal("never failed")
 			}
@@ -166,6 +138,42 @@ func TestWriterFailure(t *testing.T) {
 			}
 		})
 	}
+}
+
+// runToFailure answers every attempt of one stripe as answer says (letting
+// attempts with missing replies time out) until the writer gives up.
+func runToFailure(t *testing.T, w *Writer, answer func(node int) (Status, bool)) *Fail {
+	t.Helper()
+	rnd := newRand(2)
+	now := int64(base)
+	id := sid(0, 1)
+	sends := []Send{w.Start(now, id)}
+	var fail *Fail
+	for step := 0; len(sends) > 0 && step < 100; step++ {
+		s := sends[0]
+		sends = sends[1:]
+		var out []any
+		for i := range params().N {
+			if st, ok := answer(i); ok {
+				out = append(out, w.Reply(now, rnd, id, s.Attempt, i, st, 0)...)
+			}
+		}
+		now += w.cfg.AttemptTimeout
+		if len(out) == 0 { // the attempt still waits: let it time out
+			out = w.Tick(now, rnd)
+		}
+		for _, e := range out {
+			switch e := e.(type) {
+			case Send:
+				sends = append(sends, e)
+			case Fail:
+				fail = &e
+			case Ack:
+				t.Fatalf("acked: %+v", e)
+			}
+		}
+	}
+	return fail
 }
 
 // TestWriterRewrite: a committed stripe whose attempt met a CONFLICT is
@@ -201,13 +209,7 @@ func TestWriterRewrite(t *testing.T) {
 			now := int64(base)
 			id := sid(0, 1)
 			s0 := w.Start(now, id)
-			var out []any
-			for i, st := range tc.first {
-				if hasDone(out, id) {
-					t.Fatalf("done before reply %d of %v", i, tc.first)
-				}
-				out = append(out, w.Reply(now, rnd, id, 0, i, st, 0)...)
-			}
+			out := replyAll(t, w, now, id, 0, tc.first, true)
 			if !hasAck(out, id, s0.Offset) {
 				t.Fatalf("no ack at %d: %v", s0.Offset, out)
 			}
@@ -219,10 +221,7 @@ func TestWriterRewrite(t *testing.T) {
 				if rw[0].ID != id || rw[0].Offset <= s0.Offset {
 					t.Fatalf("rewrite %+v", rw[0])
 				}
-				out = nil
-				for i, st := range tc.rewrite {
-					out = append(out, w.Reply(now+ms, rnd, id, rw[0].Attempt, i, st, 0)...)
-				}
+				out = replyAll(t, w, now+ms, id, rw[0].Attempt, tc.rewrite, false)
 				if len(sends(out)) != 0 || hasAck(out, id, rw[0].Offset) {
 					t.Fatalf("the rewrite produced %v", out)
 				}
@@ -241,6 +240,20 @@ func TestWriterRewrite(t *testing.T) {
 			}
 		})
 	}
+}
+
+// replyAll hands the writer one reply per node, in node order; with
+// holdOn it checks the writer does not let go of the stripe before the last.
+func replyAll(t *testing.T, w *Writer, now int64, id stripe.ID, att int, replies []Status, holdOn bool) []any {
+	t.Helper()
+	var out []any
+	for i, st := range replies {
+		if holdOn && hasDone(out, id) {
+			t.Fatalf("done before reply %d of %v", i, replies)
+		}
+		out = append(out, w.Reply(now, newRand(4), id, att, i, st, 0)...)
+	}
+	return out
 }
 
 func hasAck(out []any, id stripe.ID, off uint64) bool {
@@ -316,5 +329,40 @@ func TestWriterSkewPipelined(t *testing.T) {
 			t.Fatalf("stripe %d acked at %d (previous %d, node clock %d)", seq+1, off, last, node)
 		}
 		last = off
+	}
+}
+
+// TestWriterJitterWhenPinned: two producers whose offsets run ahead of
+// their corrected clocks (pinned to last+1) collide on one offset; after
+// the conflict their retries must be pushed apart by the jitter, not both
+// land on last+1 again.
+func TestWriterJitterWhenPinned(t *testing.T) {
+	node := int64(base) + 50*ms
+	now := node + 200*ms // both clocks 200ms ahead: within F, so nodes accept
+	ws := []*Writer{NewWriter(DefaultWriterConfig(params())), NewWriter(DefaultWriterConfig(params()))}
+	rnd := newRand(9)
+	var retries []Send
+	for p, w := range ws {
+		id := sid(p, 1)
+		s := w.Start(now, id)
+		// one node refuses with its clock: the writer learns it runs 200ms ahead
+		w.Reply(now, rnd, id, 0, 5, StatusClockAhead, node)
+		// the other producer got there first on three nodes
+		var out []any
+		for i := range 5 {
+			st := StatusOK
+			if (i < 3) == (p == 1) {
+				st = StatusConflict
+			}
+			out = append(out, w.Reply(now, rnd, id, s.Attempt, i, st, 0)...)
+		}
+		if ss := sends(out); len(ss) != 1 {
+			t.Fatalf("producer %d: %v", p, out)
+		} else {
+			retries = append(retries, ss[0])
+		}
+	}
+	if retries[0].Offset == retries[1].Offset {
+		t.Fatalf("both producers retry at %d", retries[0].Offset)
 	}
 }

@@ -38,6 +38,7 @@ It runs without authentication: it opens no network port.`,
 			} else {
 				cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
 			}
+			fmt.Fprintln(os.Stderr, "raidq demo runs without authentication (in this process only: it opens no network port)")
 			if !asJSON && isTerminal(os.Stderr) {
 				bar := progressbar.NewOptions(cfg.Messages, progressbar.OptionSetWriter(os.Stderr),
 					progressbar.OptionSetDescription("producing"), progressbar.OptionClearOnFinish(),

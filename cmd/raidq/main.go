@@ -20,7 +20,8 @@ func main() {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(demoCmd())
+	root.AddCommand(demoCmd(), topicCmd(), produceCmd(), consumeCmd(), statusCmd())
+	root.AddCommand(nodeCmd(), devCmd())
 	if err := root.Execute(); err != nil {
 		if !errors.Is(err, errFailed) {
 			fmt.Fprintln(os.Stderr, "raidq:", err)

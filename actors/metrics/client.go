@@ -1,0 +1,172 @@
+package metrics
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Client is a client's producer and reader metrics, labelled by topic.
+// Several clients may share one registry: the second finds the first's
+// metrics registered and adds to them.
+type Client struct {
+	records                                *prometheus.CounterVec
+	attempts, retries, conflicts, rewrites *prometheus.CounterVec
+	ackLatency                             *prometheus.HistogramVec
+	deliveries, voids, duplicates, inDoubt *prometheus.CounterVec
+	corrupt, stalls                        *prometheus.CounterVec
+}
+
+// NewClient registers the client metrics in reg (or reuses those a client
+// registered there before). A nil reg gives a nil *Client: no metrics.
+func NewClient(reg prometheus.Registerer) (*Client, error) {
+	if reg == nil {
+		return nil, nil
+	}
+	var err error
+	counter := func(sub, name, help string, labels ...string) *prometheus.CounterVec {
+		v := prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: Namespace, Subsystem: sub, Name: name, Help: help},
+			append([]string{"topic"}, labels...))
+		got, rerr := register(reg, v)
+		if rerr != nil {
+			err = errors.Join(err, rerr)
+			return v
+		}
+		return got
+	}
+	m := &Client{}
+	m.records = counter("producer", "records_total", "Records whose send finished, by result (acked: committed at W of n; failed).", "result")
+	m.attempts = counter("producer", "stripe_attempts_total", "Stripe write attempts (each sends n shards at one offset).")
+	m.retries = counter("producer", "stripe_retries_total", "Attempts at a fresh offset after an attempt could not commit (conflict, timeout, refusals).")
+	m.conflicts = counter("producer", "conflicts_total", "CONFLICT answers: a node's slot already held another stripe's shard.")
+	m.rewrites = counter("producer", "rewrites_total", "Committed stripes written once more elsewhere because their commit met a conflict.")
+	hv := prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: Namespace, Subsystem: "producer", Name: "ack_duration_seconds",
+		Help:    "Time from a batch's first record to the stripe's acknowledgement (one observation per stripe).",
+		Buckets: LatencyBuckets}, []string{"topic"})
+	if got, rerr := register(reg, hv); rerr != nil {
+		err = errors.Join(err, rerr)
+	} else {
+		m.ackLatency = got
+	}
+	m.deliveries = counter("reader", "deliveries_total", "Records delivered to consumers.")
+	m.voids = counter("reader", "voids_total", "Stripe copies skipped as never committed (too few shards anywhere: a failed attempt).")
+	m.duplicates = counter("reader", "duplicates_total", "Stripes skipped as already delivered (a retried or rewritten stripe).")
+	m.inDoubt = counter("reader", "in_doubt_total", "Offsets skipped after waiting for unheard nodes (possibly committed, not decodable).")
+	m.corrupt = counter("reader", "corrupt_shards_total", "Shards that failed their checks and were treated as missing.")
+	m.stalls = counter("reader", "stalls_total", "Scans that could not be used because too few nodes answered.")
+	if err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// register registers c or returns the collector of the same shape already there.
+func register[C prometheus.Collector](reg prometheus.Registerer, c C) (C, error) {
+	err := reg.Register(c)
+	if err == nil {
+		return c, nil
+	}
+	var are prometheus.AlreadyRegisteredError
+	if errors.As(err, &are) {
+		if existing, ok := are.ExistingCollector.(C); ok {
+			return existing, nil
+		}
+	}
+	return c, fmt.Errorf("register client metrics: %w", err)
+}
+
+// Producer is one producer's metrics (children of one topic).
+type Producer struct {
+	acked, failed, attempts, retries, conflicts, rewrites prometheus.Counter
+	ack                                                   prometheus.Observer
+}
+
+// Producer returns the metrics of a producer of topic (nil if m is nil).
+func (m *Client) Producer(topic string) *Producer {
+	if m == nil {
+		return nil
+	}
+	return &Producer{
+		acked: m.records.WithLabelValues(topic, "acked"), failed: m.records.WithLabelValues(topic, "failed"),
+		attempts: m.attempts.WithLabelValues(topic), retries: m.retries.WithLabelValues(topic),
+		conflicts: m.conflicts.WithLabelValues(topic), rewrites: m.rewrites.WithLabelValues(topic),
+		ack: m.ackLatency.WithLabelValues(topic),
+	}
+}
+
+// Acked counts records acknowledged in one stripe and the stripe's latency.
+func (p *Producer) Acked(records int, d time.Duration) {
+	if p == nil {
+		return
+	}
+	p.acked.Add(float64(records))
+	p.ack.Observe(d.Seconds())
+}
+
+// Failed counts records whose send failed.
+func (p *Producer) Failed(records int) {
+	if p != nil {
+		p.failed.Add(float64(records))
+	}
+}
+
+// Attempt counts one stripe attempt; retry says it was a retry at a fresh
+// offset, rewrite that it rewrites a committed stripe (DESIGN §3.7).
+func (p *Producer) Attempt(retry, rewrite bool) {
+	if p == nil {
+		return
+	}
+	p.attempts.Inc()
+	if retry {
+		p.retries.Inc()
+	}
+	if rewrite {
+		p.rewrites.Inc()
+	}
+}
+
+// Conflict counts one CONFLICT answer.
+func (p *Producer) Conflict() {
+	if p != nil {
+		p.conflicts.Inc()
+	}
+}
+
+// Reader is one reader's metrics (children of one topic).
+type Reader struct {
+	deliveries, voids, duplicates, inDoubt, corrupt, stalls prometheus.Counter
+}
+
+// Reader returns the metrics of a reader of topic (nil if m is nil).
+func (m *Client) Reader(topic string) *Reader {
+	if m == nil {
+		return nil
+	}
+	return &Reader{
+		deliveries: m.deliveries.WithLabelValues(topic), voids: m.voids.WithLabelValues(topic),
+		duplicates: m.duplicates.WithLabelValues(topic), inDoubt: m.inDoubt.WithLabelValues(topic),
+		corrupt: m.corrupt.WithLabelValues(topic), stalls: m.stalls.WithLabelValues(topic),
+	}
+}
+
+// Applied counts what one application of a scan produced.
+func (r *Reader) Applied(deliveries, voids, duplicates, inDoubt, corrupt int, stalled bool) {
+	if r == nil {
+		return
+	}
+	add := func(c prometheus.Counter, n int) {
+		if n > 0 {
+			c.Add(float64(n))
+		}
+	}
+	add(r.deliveries, deliveries)
+	add(r.voids, voids)
+	add(r.duplicates, duplicates)
+	add(r.inDoubt, inDoubt)
+	add(r.corrupt, corrupt)
+	if stalled {
+		r.stalls.Inc()
+	}
+}

@@ -1,0 +1,193 @@
+package actors
+
+import (
+	"encoding/json"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go/micro"
+
+	"github.com/raidq/raidq/actors/core"
+	"github.com/raidq/raidq/actors/metrics"
+	"github.com/raidq/raidq/bus"
+	"github.com/raidq/raidq/slotstore"
+)
+
+// Version is raidq's version, as nodes announce it in their micro service
+// (SemVer; the release build may set it with -ldflags -X).
+var Version = "0.1.0-dev"
+
+// NodeServiceName is the NATS micro service every node runs: `nats micro
+// ls` lists the nodes, $SRV.PING.raidq-node discovers them, and its
+// endpoint "status" answers on raidq.<cluster>.status.<node>.
+const NodeServiceName = "raidq-node"
+
+// Health values of NodeStatus.Health.
+const (
+	HealthOK       = "ok"
+	HealthSlow     = "slow reply"   // answered, later than StatusOptions.SlowAfter
+	HealthNoAnswer = "no answer"    // discovered or expected, but its status did not come back
+	HealthFailed   = "store failed" // answered, but its store failed and it must stop
+)
+
+// NodeCounters are a node's counters since it started (NodeStats, as values).
+type NodeCounters struct {
+	Writes      int64 `json:"writes"`
+	Conflicts   int64 `json:"conflicts"`
+	Sealed      int64 `json:"sealed"`
+	ClockAhead  int64 `json:"clock_ahead"`
+	BadRequests int64 `json:"bad_requests"`
+	Busy        int64 `json:"busy"`
+	Scans       int64 `json:"scans"`
+	StoreErrors int64 `json:"store_errors"`
+}
+
+// Snapshot reads the counters.
+func (s *NodeStats) Snapshot() NodeCounters {
+	return NodeCounters{Writes: s.Writes.Load(), Conflicts: s.Conflicts.Load(), Sealed: s.Sealed.Load(),
+		ClockAhead: s.ClockAhead.Load(), BadRequests: s.BadRequests.Load(), Busy: s.Busy.Load(),
+		Scans: s.Scans.Load(), StoreErrors: s.StoreErrors.Load()}
+}
+
+// NodeStatus is what a node's status endpoint answers (JSON). The fields
+// after Failure are filled by the caller of Status, not by the node.
+type NodeStatus struct {
+	Node        string       `json:"node"`
+	Cluster     string       `json:"cluster"`
+	Version     string       `json:"version,omitempty"`
+	Incarnation string       `json:"incarnation,omitempty"` // the data directory's life (id@birth)
+	Started     time.Time    `json:"started"`
+	Clock       int64        `json:"clock"` // the node clock (unix ns) when it answered
+	DiskBytes   int64        `json:"disk_bytes"`
+	Pending     int64        `json:"pending"` // requests received and not yet answered
+	MaxPending  int          `json:"max_pending"`
+	Owners      int64        `json:"owners"` // slot-owner actors alive
+	Counters    NodeCounters `json:"counters"`
+	// SlowMode is the delay the node adds to every slot reply (demo and
+	// drills: a deliberately slow node); 0 normally.
+	SlowMode time.Duration `json:"slow_mode_ns,omitempty"`
+	NoSync   bool          `json:"no_fsync"`
+	Failure  string        `json:"failure,omitempty"` // the store failure that stops the node
+
+	// Set by Status on the asking side.
+	Health    string        `json:"health,omitempty"`
+	RTT       time.Duration `json:"rtt_ns,omitempty"`  // round trip of the status request
+	Skew      time.Duration `json:"skew_ns,omitempty"` // node clock minus local clock, corrected by half the round trip
+	Instances int           `json:"instances,omitempty"`
+	Error     string        `json:"error,omitempty"`
+}
+
+// Status is the node's own view of its status (what its endpoint answers).
+func (n *Node) Status() NodeStatus {
+	st := NodeStatus{Node: n.cfg.ID, Cluster: n.cfg.Cluster, Version: Version, Incarnation: n.cfg.Store.Incarnation().String(),
+		Started: n.started, DiskBytes: n.cfg.Store.DiskBytes(), Pending: n.pending.Load(), MaxPending: n.cfg.MaxPending,
+		Owners: n.owners.Load(), Counters: n.stats.Snapshot(), SlowMode: n.cfg.ReplyDelay, NoSync: n.cfg.NoSync}
+	if f := n.failure.Load(); f != nil {
+		st.Failure = *f
+	}
+	st.Clock = n.cfg.Now() // last: as close to the reply as possible
+	return st
+}
+
+// nodeStatsData is the data of the micro STATS answer of the status endpoint.
+type nodeStatsData struct {
+	Counters NodeCounters `json:"counters"`
+	Pending  int64        `json:"pending"`
+	Owners   int64        `json:"owners"`
+}
+
+// startMetrics registers the node's metrics (when configured).
+func (n *Node) startMetrics() error {
+	if n.cfg.Metrics == nil {
+		return nil
+	}
+	m, err := metrics.NewNode(n.cfg.Metrics, n.cfg.ID, metrics.NodeGauges{
+		Pending:   func() float64 { return float64(n.pending.Load()) },
+		Owners:    func() float64 { return float64(n.owners.Load()) },
+		DiskBytes: func() float64 { return float64(n.cfg.Store.DiskBytes()) },
+	})
+	if err != nil {
+		return err
+	}
+	n.metrics = m
+	return nil
+}
+
+// startService adds the node's micro service and its status endpoint.
+func (n *Node) startService() error {
+	svc, err := micro.AddService(n.cfg.Conn, micro.Config{
+		Name:        NodeServiceName,
+		Version:     Version,
+		Description: "raidq storage node",
+		Metadata: map[string]string{"node": n.cfg.ID, "cluster": n.cfg.Cluster,
+			"incarnation": n.cfg.Store.Incarnation().String()},
+		StatsHandler: func(*micro.Endpoint) any {
+			return nodeStatsData{Counters: n.stats.Snapshot(), Pending: n.pending.Load(), Owners: n.owners.Load()}
+		},
+	})
+	if err != nil {
+		return err
+	}
+	err = svc.AddEndpoint("status", micro.HandlerFunc(func(r micro.Request) {
+		data, err := json.Marshal(n.Status())
+		if err != nil {
+			_ = r.Error("500", err.Error(), nil)
+			return
+		}
+		_ = r.Respond(data)
+	}), micro.WithEndpointSubject(n.subjects.Status(n.cfg.ID)),
+		micro.WithEndpointMetadata(map[string]string{"description": "the node's status (JSON: actors.NodeStatus)"}))
+	if err != nil {
+		_ = svc.Stop()
+		return err
+	}
+	n.svc = svc
+	return nil
+}
+
+// stopService stops answering discovery and status.
+func (n *Node) stopService() {
+	if n.svc != nil {
+		if err := n.svc.Stop(); err != nil {
+			n.cfg.Logger.Debug("stop micro service", "err", err)
+		}
+	}
+}
+
+// commit hands b to the store, recording the commit latency.
+func (n *Node) commit(b *slotstore.Batch, done func(error)) {
+	if n.metrics == nil {
+		n.cfg.Store.Commit(b, done)
+		return
+	}
+	t0 := time.Now()
+	n.cfg.Store.Commit(b, func(err error) {
+		n.metrics.Commit(time.Since(t0))
+		done(err)
+	})
+}
+
+// observeWrite records one answered write (start is zero when metrics are off).
+func (n *Node) observeWrite(start time.Time, s bus.Status) {
+	if start.IsZero() || n.metrics == nil {
+		return
+	}
+	n.metrics.Write(statusLabel(s), time.Since(start))
+}
+
+// statusLabels are the metric label values of the statuses ("clock_ahead").
+var statusLabels = func() map[bus.Status]string {
+	m := make(map[bus.Status]string)
+	for s := core.StatusOK; s <= core.StatusWrongNode; s++ {
+		m[bus.Status(s)] = strings.ToLower(s.String())
+	}
+	return m
+}()
+
+func statusLabel(s bus.Status) string {
+	if l, ok := statusLabels[s]; ok {
+		return l
+	}
+	return "status_" + strconv.Itoa(int(s))
+}

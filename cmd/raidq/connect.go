@@ -1,0 +1,63 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/raidq/raidq"
+)
+
+// clientFlags are the flags every client command takes.
+type clientFlags struct {
+	url     string
+	creds   string
+	cluster string
+	timeout time.Duration
+	verbose bool
+}
+
+func envOr(key, def string) string {
+	if v := os.Getenv(key); v != "" {
+		return v
+	}
+	return def
+}
+
+func (f *clientFlags) register(cmd *cobra.Command) {
+	p := cmd.Flags()
+	p.StringVar(&f.url, "nats", envOr("RAIDQ_NATS", "nats://127.0.0.1:4222"), "NATS URL of the cluster (env RAIDQ_NATS)")
+	p.StringVar(&f.creds, "creds", envOr("RAIDQ_CREDS", ""), "NATS credentials file (env RAIDQ_CREDS)")
+	p.StringVar(&f.cluster, "cluster", envOr("RAIDQ_CLUSTER", "raidq"), "raidq cluster name (env RAIDQ_CLUSTER)")
+	p.DurationVar(&f.timeout, "timeout", 5*time.Second, "how long to wait for the cluster to answer")
+	p.BoolVarP(&f.verbose, "verbose", "v", false, "log what the client does (stderr)")
+}
+
+func (f *clientFlags) logger() *slog.Logger {
+	level := slog.LevelWarn
+	if f.verbose {
+		level = slog.LevelInfo
+	}
+	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+}
+
+// connect dials the cluster with a clear error when nothing answers.
+func (f *clientFlags) connect() (*raidq.Client, error) {
+	if f.timeout <= 0 {
+		return nil, fmt.Errorf("--timeout %v: must be positive", f.timeout)
+	}
+	c, err := raidq.Connect(f.url, raidq.WithCluster(f.cluster), raidq.WithCreds(f.creds),
+		raidq.WithTimeout(f.timeout), raidq.WithLogger(f.logger()), raidq.WithName("raidq-cli"))
+	if err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+func (f *clientFlags) ctx() (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.Background(), f.timeout)
+}

@@ -1,0 +1,97 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+
+	"github.com/spf13/cobra"
+
+	"github.com/raidq/raidq"
+	"github.com/raidq/raidq/actors/metrics"
+)
+
+func devCmd() *cobra.Command {
+	var cfg raidq.LocalClusterConfig
+	var logLevel, metricsAddr string
+	cmd := &cobra.Command{
+		Use:   "dev",
+		Short: "Run a development cluster in this process: one NATS server, N nodes, metadata in KV",
+		Long: `dev runs a whole raidq cluster in one process, like nats-server -js: one
+embedded NATS server listening on --listen (JetStream on, files in
+DATA/nats, metadata buckets with one replica) and --nodes storage
+nodes, each with its own slot store in DATA/node-i. Any client can then
+create topics and produce and consume, for example with the CLI:
+
+  raidq topic create orders --partitions 4
+  echo hello | raidq produce orders
+  raidq consume orders --from earliest
+
+Without --data the cluster lives in a temporary directory removed at exit;
+with it, topics and data survive a restart. It runs without
+authentication. SIGINT or SIGTERM stops it.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			log, err := newLogger(logLevel)
+			if err != nil {
+				return err
+			}
+			cfg.Logger, cfg.Metadata = log, true
+			if cfg.Listen == "" {
+				return fmt.Errorf("--listen: a host:port is required")
+			}
+			if cfg.Dir == "" {
+				dir, err := os.MkdirTemp("", "raidq-dev-")
+				if err != nil {
+					return err
+				}
+				defer os.RemoveAll(dir)
+				cfg.Dir = dir
+			}
+			if metricsAddr != "" {
+				reg := metrics.NewProcessRegistry()
+				stopMetrics, err := metrics.ServeMetrics(metricsAddr, reg)
+				if err != nil {
+					return fmt.Errorf("--metrics: %w", err)
+				}
+				defer stopMetrics()
+				cfg.Metrics = reg
+			}
+			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			lc, err := raidq.StartLocalCluster(cfg)
+			if err != nil {
+				return fmt.Errorf("dev cluster: %w", err)
+			}
+			defer lc.Close()
+			out := cmd.OutOrStdout()
+			ids := lc.NodeIDs()
+			dirs := make([]string, len(ids))
+			for i := range ids {
+				dirs[i] = filepath.Join(cfg.Dir, fmt.Sprintf("node-%d", i))
+			}
+			fmt.Fprintf(out, "raidq dev: cluster %q listening on %s (JetStream on, metadata in KV)\n", cfg.Cluster, lc.ClientURL())
+			fmt.Fprintf(out, "nodes: %s (data in %s)\n", strings.Join(ids, " "), cfg.Dir)
+			fmt.Fprintln(out, "raidq dev runs without authentication: anyone who can reach "+cfg.Listen+" can read and write every topic")
+			fmt.Fprintf(out, "try: raidq topic create orders --nats %s --cluster %s\n", lc.ClientURL(), cfg.Cluster)
+			fmt.Fprintln(out, "press Ctrl-C to stop")
+			<-ctx.Done()
+			stop() // a second signal exits at once
+			fmt.Fprintln(out, "stopping")
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.IntVar(&cfg.Nodes, "nodes", 6, "storage nodes")
+	f.StringVar(&cfg.Dir, "data", "", "data directory (default: a temporary directory removed at exit)")
+	f.StringVar(&cfg.Listen, "listen", raidq.DefaultNodeListen, "NATS client address host:port")
+	f.StringVar(&cfg.Cluster, "cluster", raidq.DefaultCluster, "raidq cluster name")
+	f.BoolVar(&cfg.NoSync, "no-fsync", false, "acknowledge writes before fsync (acknowledged data can be lost on power failure)")
+	f.StringVar(&logLevel, "log-level", "warn", "log level: debug, info, warn or error (text on stderr)")
+	f.StringVar(&metricsAddr, "metrics", "", "serve Prometheus metrics and /healthz on this address (host:port)")
+	return cmd
+}

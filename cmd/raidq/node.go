@@ -1,0 +1,205 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"sort"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/conf"
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/raidq/raidq"
+	"github.com/raidq/raidq/actors/metrics"
+)
+
+// nodeStopTimeout bounds a graceful stop after SIGTERM/SIGINT.
+const nodeStopTimeout = 30 * time.Second
+
+func nodeCmd() *cobra.Command {
+	var o raidq.NodeOptions
+	var logLevel, configFile, metricsAddr string
+	cmd := &cobra.Command{
+		Use:   "node",
+		Short: "Run one storage node (slot store + embedded NATS server) until SIGTERM or SIGINT",
+		Long: `node runs one raidq storage node: its LevelDB slot store in DATA/slots and
+an embedded NATS server with JetStream (files in DATA/nats) that holds
+the cluster's metadata. Give every server of a cluster the same full route
+list (clustered JetStream sizes its meta group from it); the metadata
+buckets get min(5, servers) replicas, so they survive two of six servers
+down. With --nats the node joins an existing NATS system (JetStream on)
+instead of embedding a server.
+
+The node refreshes its member record every 2s and serves from its cached
+topic catalog while the metadata is unavailable. SIGTERM or SIGINT stops it
+gracefully (in-flight writes finish and are fsynced) and it exits 0; a
+second signal exits at once. A damaged data directory makes it exit 1.
+
+Authentication is not implemented yet: --insecure is required.
+
+--config FILE reads the flags from a file, keyed by flag name (id, data,
+listen, cluster-listen, routes, ...): JSON, or flat "key: value" lines
+(NATS config syntax; lists as [a, b]; # comments). Flags given on the
+command line win; an unknown key is an error.`,
+		Example: `  raidq node --insecure --id n1 --data /var/lib/raidq \
+    --listen 0.0.0.0:4222 --cluster-listen 0.0.0.0:6222 \
+    --routes nats-route://h1:6222,nats-route://h2:6222,nats-route://h3:6222`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if configFile != "" {
+				if err := applyConfigFile(cmd.Flags(), configFile); err != nil {
+					return err
+				}
+			}
+			log, err := newLogger(logLevel)
+			if err != nil {
+				return err
+			}
+			o.Logger = log
+			o.Routes = splitList(o.Routes)
+			if metricsAddr != "" {
+				reg := metrics.NewProcessRegistry()
+				stopMetrics, err := metrics.ServeMetrics(metricsAddr, reg)
+				if err != nil {
+					return fmt.Errorf("--metrics: %w", err)
+				}
+				defer stopMetrics()
+				o.Metrics = reg
+			}
+			return runNode(o)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.ID, "id", "", "node id (required; unique in the cluster; also the NATS server name)")
+	f.StringVar(&o.DataDir, "data", "", "data directory (required): slot store in DATA/slots, JetStream in DATA/nats")
+	f.StringVar(&o.Cluster, "cluster", raidq.DefaultCluster, "raidq cluster name (subjects, metadata buckets, NATS cluster name)")
+	f.StringVar(&o.Listen, "listen", "", "NATS client address host:port (default "+raidq.DefaultNodeListen+")")
+	f.StringVar(&o.ClusterListen, "cluster-listen", "", "NATS route address host:port (empty: a single server)")
+	f.StringSliceVar(&o.Routes, "routes", nil, "route URLs of every server of the cluster, comma-separated (nats-route://host:port,...)")
+	f.StringVar(&o.NATSURL, "nats", "", "join this existing NATS system (JetStream on) instead of embedding a server")
+	f.IntVar(&o.MetaReplicas, "meta-replicas", 0, "replicas of the metadata buckets (0: min(5, servers))")
+	f.DurationVar(&o.MetaTimeout, "meta-timeout", raidq.DefaultMetaTimeout, "how long to wait at start for JetStream and the metadata")
+	f.BoolVar(&o.NoSync, "no-fsync", false, "acknowledge writes before fsync (acknowledged data can be lost on power failure)")
+	f.BoolVar(&o.Insecure, "insecure", false, "run without authentication (required: authentication is not implemented yet)")
+	f.StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn or error (text on stderr)")
+	f.StringVar(&metricsAddr, "metrics", "", "serve Prometheus metrics and /healthz on this address (host:port)")
+	f.StringVar(&configFile, "config", "", "read flags from this file (JSON or NATS-style key: value)")
+	return cmd
+}
+
+// runNode starts the node and runs it until a signal (graceful stop, nil)
+// or a store failure (error).
+func runNode(o raidq.NodeOptions) error {
+	ctx, stopSignals := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stopSignals()
+	if o.Insecure {
+		o.Logger.Warn("running without authentication (--insecure): anyone who can reach the NATS ports can read and write every topic")
+	}
+	n, err := raidq.StartNodeContext(ctx, o)
+	if err != nil {
+		if ctx.Err() != nil {
+			o.Logger.Info("interrupted while starting", "err", err)
+			return nil
+		}
+		return err
+	}
+	var fatal error
+	select {
+	case <-ctx.Done():
+		o.Logger.Info("signal received: stopping gracefully (a second signal exits at once)")
+	case fatal = <-n.Fatal():
+		o.Logger.Error("store failed: stopping", "err", fatal)
+	}
+	stopSignals() // a second signal now gets the default action: exit at once
+	sctx, cancel := context.WithTimeout(context.Background(), nodeStopTimeout)
+	defer cancel()
+	serr := n.Stop(sctx)
+	if fatal != nil {
+		return fmt.Errorf("node %s: store failed: %w", o.ID, fatal)
+	}
+	if serr != nil {
+		return fmt.Errorf("node %s: stop: %w", o.ID, serr)
+	}
+	return nil
+}
+
+// newLogger returns a text logger on stderr at the named level.
+func newLogger(level string) (*slog.Logger, error) {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(level)); err != nil {
+		return nil, fmt.Errorf("--log-level %q: want debug, info, warn or error", level)
+	}
+	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: l})), nil
+}
+
+// splitList splits comma-separated entries and drops blanks.
+func splitList(in []string) []string {
+	var out []string
+	for _, s := range in {
+		for _, p := range strings.Split(s, ",") {
+			if p = strings.TrimSpace(p); p != "" {
+				out = append(out, p)
+			}
+		}
+	}
+	return out
+}
+
+// applyConfigFile sets the flags named by the keys of a JSON or
+// NATS-config-syntax file, unless they were given on the command line.
+func applyConfigFile(fs *pflag.FlagSet, path string) error {
+	m, err := conf.ParseFile(path)
+	if err != nil {
+		return fmt.Errorf("--config %s: %w", path, err)
+	}
+	var known []string
+	fs.VisitAll(func(f *pflag.Flag) {
+		if f.Name != "config" && f.Name != "help" {
+			known = append(known, f.Name)
+		}
+	})
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		f := fs.Lookup(k)
+		if f == nil || k == "config" || k == "help" {
+			return fmt.Errorf("--config %s: unknown key %q (known keys: %s)", path, k, strings.Join(known, ", "))
+		}
+		if f.Changed {
+			continue // the command line wins
+		}
+		var vals []string
+		switch v := m[k].(type) {
+		case []any:
+			if _, ok := f.Value.(pflag.SliceValue); !ok {
+				return fmt.Errorf("--config %s: key %q takes one value, not a list", path, k)
+			}
+			for _, e := range v {
+				vals = append(vals, fmt.Sprint(e))
+			}
+		case map[string]any:
+			return fmt.Errorf("--config %s: key %q takes a value, not a map", path, k)
+		default:
+			vals = []string{fmt.Sprint(v)}
+		}
+		if sv, ok := f.Value.(pflag.SliceValue); ok {
+			err = sv.Replace(vals)
+			f.Changed = true
+		} else {
+			err = fs.Set(k, vals[0])
+		}
+		if err != nil {
+			return fmt.Errorf("--config %s: key %q: %w", path, k, err)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,178 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/raidq/raidq"
+	"github.com/raidq/raidq/bus/meta"
+	"github.com/raidq/raidq/scenarios/cluster"
+	"github.com/raidq/raidq/scenarios/testlog"
+)
+
+// TestNodeProcesses builds the binary once and runs `raidq node` as real
+// processes: refused command lines, a damaged data directory, and a
+// six-server cluster (full route list, clustered JetStream, metadata R5)
+// that carries a produce/consume round trip and stops on SIGTERM with
+// exit code 0.
+func TestNodeProcesses(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the raidq binary and starts node processes")
+	}
+	bin := cluster.BuildBinary(t)
+
+	// run starts the binary and waits for it to exit.
+	run := func(t *testing.T, args ...string) *cluster.Proc {
+		t.Helper()
+		p, err := cluster.StartProc("raidq", bin, args)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := p.Wait(20 * time.Second); err != nil {
+			p.Kill()
+			t.Fatal(err)
+		}
+		return p
+	}
+	// refused checks a clear one-line refusal: exit 1, the message, no panic.
+	refused := func(t *testing.T, p *cluster.Proc, want ...string) {
+		t.Helper()
+		stderr := p.Stderr()
+		if p.ExitCode() != 1 {
+			t.Errorf("exit code %d, want 1; stderr:\n%s", p.ExitCode(), stderr)
+		}
+		for _, w := range want {
+			if !strings.Contains(stderr, w) {
+				t.Errorf("stderr does not mention %q:\n%s", w, stderr)
+			}
+		}
+		if strings.Contains(stderr, "goroutine ") || strings.Contains(stderr, "panic") {
+			t.Errorf("stderr has a panic trace:\n%s", stderr)
+		}
+	}
+
+	t.Run("bad command lines", func(t *testing.T) {
+		dir := t.TempDir()
+		cfg := filepath.Join(dir, "node.conf")
+		if err := os.WriteFile(cfg, []byte("id: n1\nlisten: 127.0.0.1:-1\nbogus: 1\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		for _, tc := range []struct {
+			args []string
+			want []string
+		}{
+			{[]string{"node", "--insecure", "--data", dir}, []string{"raidq: node: an id is required (--id)"}},
+			{[]string{"node", "--insecure", "--id", "n1", "--data", dir, "--listen", "nohost"}, []string{"--listen", "nohost"}},
+			{[]string{"node", "--insecure", "--id", "n1", "--data", dir, "--listen", "127.0.0.1:99999"}, []string{"--listen", "bad port"}},
+			{[]string{"node", "--id", "n1", "--data", dir}, []string{"authentication is not implemented", "--insecure"}},
+			{[]string{"node", "--insecure", "--id", "n1", "--data", dir, "--log-level", "loud"}, []string{"--log-level"}},
+			{[]string{"node", "--insecure", "--bogus"}, []string{"unknown flag: --bogus"}},
+			{[]string{"node", "--insecure", "--data", dir, "--config", cfg}, []string{"unknown key \"bogus\""}},
+		} {
+			refused(t, run(t, tc.args...), tc.want...)
+		}
+	})
+
+	t.Run("damaged data directory", func(t *testing.T) {
+		dir := t.TempDir()
+		slots := filepath.Join(dir, "slots")
+		if err := os.MkdirAll(slots, 0o750); err != nil {
+			t.Fatal(err)
+		}
+		for name, data := range map[string]string{"CURRENT": "MANIFEST-000001\n", "MANIFEST-000001": strings.Repeat("garbage!", 64)} {
+			if err := os.WriteFile(filepath.Join(slots, name), []byte(data), 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}
+		refused(t, run(t, "node", "--insecure", "--id", "n1", "--data", dir, "--listen", "127.0.0.1:-1"),
+			"data directory "+slots+" is damaged", "corrupt")
+	})
+
+	t.Run("six nodes", func(t *testing.T) {
+		start := time.Now()
+		c := cluster.Start(t, cluster.Config{Binary: bin, Dir: t.TempDir(), Nodes: 6, Args: []string{"--no-fsync"}})
+		t.Logf("six node processes are members after %s", time.Since(start).Round(time.Millisecond))
+
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		nc, err := nats.Connect(c.URL())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer nc.Close()
+		log := testlog.New(t, 4) // warnings and errors only
+		store, err := meta.Open(ctx, nc, c.Cluster(), meta.Options{Logger: log})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ms, err := store.Members(ctx)
+		if err != nil || len(ms) != 6 {
+			t.Fatalf("members %+v, %v", ms, err)
+		}
+		for i, m := range ms {
+			if m.ID != c.Node(i).ID || m.ClientURL != c.Node(i).ClientURL() || m.Incarnation == "" {
+				t.Errorf("member %d: %+v, want id %s url %s", i, m, c.Node(i).ID, c.Node(i).ClientURL())
+			}
+		}
+
+		// A produce/consume round trip through the six processes.
+		if _, err := store.CreateTopic(ctx, meta.TopicSpec{Name: "orders", Partitions: 2, Params: raidq.DefaultParams()}, time.Now()); err != nil {
+			t.Fatal(err)
+		}
+		cat, err := store.WatchCatalog(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cat.Close()
+		cl, err := raidq.ConnectConn(nc, raidq.WithCluster(c.Cluster()), raidq.WithCatalog(cat), raidq.WithLogger(log))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cl.Close()
+		from := time.Now()
+		prod, err := cl.Producer("orders")
+		if err != nil {
+			t.Fatal(err)
+		}
+		const total = 50
+		for i := range total {
+			// The nodes learn the topic from their KV watch; a send that
+			// reaches one first is retried by the producer.
+			if _, err := prod.Send(ctx, raidq.Message{Value: fmt.Appendf(nil, "m-%d", i)}); err != nil {
+				t.Fatalf("send %d: %v", i, err)
+			}
+		}
+		cons, err := cl.Consumer("orders", raidq.ConsumerOptions{From: from})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cons.Close()
+		for got := 0; got < total; got++ {
+			select {
+			case <-cons.Messages():
+			case <-ctx.Done():
+				t.Fatalf("consumed %d of %d", got, total)
+			}
+		}
+
+		// SIGTERM: graceful stop, exit 0.
+		code, err := c.StopNode(5, 20*time.Second)
+		if err != nil || code != 0 {
+			t.Fatalf("SIGTERM: exit code %d, %v; stderr:\n%s", code, err, c.Node(5).Proc.Tail(20))
+		}
+		if p := c.Node(5).Proc; !strings.Contains(p.Stderr(), "node left") {
+			t.Errorf("no graceful stop logged:\n%s", p.Tail(20))
+		}
+		// The metadata (R5) still answers with one server gone.
+		if _, err := store.Members(ctx); err != nil {
+			t.Fatalf("metadata with one server stopped: %v", err)
+		}
+	})
+}

@@ -1,0 +1,147 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"sync"
+
+	"github.com/spf13/cobra"
+
+	"github.com/raidq/raidq"
+)
+
+// maxLine bounds one input line (one message).
+const maxLine = 4 << 20
+
+func produceCmd() *cobra.Command {
+	var cf clientFlags
+	var key, file string
+	var asJSON bool
+	var window int
+	cmd := &cobra.Command{
+		Use:   "produce TOPIC",
+		Short: "Send each line of stdin (or --file) as one message",
+		Long: `produce sends each input line as one message and waits until every one is
+committed (acknowledged by W nodes). It prints "acked N" on stderr and exits 0
+only when every line was acked; with --json it prints one line per message
+with its partition and position.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if window < 1 || window > 1<<16 {
+				return fmt.Errorf("--window %d: must be 1..65536", window)
+			}
+			in := io.Reader(cmd.InOrStdin())
+			if file != "" {
+				f, err := os.Open(file)
+				if err != nil {
+					return err
+				}
+				defer f.Close()
+				in = f
+			}
+			c, err := cf.connect()
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			ctx, cancel := cf.ctx()
+			err = c.WaitTopic(ctx, args[0])
+			cancel()
+			if err != nil {
+				return err
+			}
+			p, err := c.Producer(args[0])
+			if err != nil {
+				return err
+			}
+			defer p.Close(context.Background())
+			return produceLines(cmd, p, in, []byte(key), window, asJSON)
+		},
+	}
+	cf.register(cmd)
+	f := cmd.Flags()
+	f.StringVar(&key, "key", "", "key of every message (picks the partition); empty: spread round-robin")
+	f.StringVar(&file, "file", "", "read messages from this file instead of stdin")
+	f.BoolVar(&asJSON, "json", false, "print one JSON line per message: line, partition, offset, index, stripe")
+	f.IntVar(&window, "window", 1024, "messages in flight at once")
+	return cmd
+}
+
+type produced struct {
+	Line      int    `json:"line"`
+	Partition int    `json:"partition"`
+	Offset    uint64 `json:"offset"`
+	Index     uint32 `json:"index"`
+	Stripe    string `json:"stripe"`
+	Error     string `json:"error,omitempty"`
+}
+
+// produceLines sends every line with at most window in flight, then
+// reports in input order.
+func produceLines(cmd *cobra.Command, p *raidq.Producer, in io.Reader, key []byte, window int, asJSON bool) error {
+	sc := bufio.NewScanner(in)
+	sc.Buffer(make([]byte, 64<<10), maxLine)
+	var mu sync.Mutex
+	var results []produced
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, window)
+	line := 0
+	for sc.Scan() {
+		line++
+		v := append([]byte(nil), sc.Bytes()...)
+		sem <- struct{}{}
+		wg.Add(1)
+		n := line
+		p.SendAsync(raidq.Message{Key: key, Value: v}, func(m raidq.Message, err error) {
+			defer wg.Done()
+			r := produced{Line: n, Partition: m.Partition, Offset: m.Position.Offset, Index: m.Position.Index, Stripe: m.Stripe.String()}
+			if err != nil {
+				r = produced{Line: n, Error: err.Error()}
+			}
+			mu.Lock()
+			results = append(results, r)
+			mu.Unlock()
+			<-sem
+		})
+	}
+	wg.Wait()
+	if err := sc.Err(); err != nil {
+		return fmt.Errorf("reading input after line %d: %w (lines are limited to %d bytes)", line, err, maxLine)
+	}
+	return report(cmd, results, line, asJSON)
+}
+
+func report(cmd *cobra.Command, results []produced, lines int, asJSON bool) error {
+	ordered := make([]produced, lines)
+	acked, failed := 0, 0
+	var firstErr string
+	for _, r := range results {
+		ordered[r.Line-1] = r
+		if r.Error == "" {
+			acked++
+		} else {
+			failed++
+			if firstErr == "" {
+				firstErr = fmt.Sprintf("line %d: %s", r.Line, r.Error)
+			}
+		}
+	}
+	if asJSON {
+		enc := json.NewEncoder(cmd.OutOrStdout())
+		for _, r := range ordered {
+			if err := enc.Encode(r); err != nil {
+				return err
+			}
+		}
+	}
+	fmt.Fprintf(cmd.ErrOrStderr(), "acked %d\n", acked)
+	if failed > 0 {
+		fmt.Fprintf(cmd.ErrOrStderr(), "failed %d (first: %s)\n", failed, firstErr)
+		return errFailed
+	}
+	return nil
+}

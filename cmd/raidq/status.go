@@ -1,0 +1,168 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/spf13/cobra"
+
+	"github.com/raidq/raidq/actors"
+)
+
+func statusCmd() *cobra.Command {
+	var url, creds, cluster string
+	var timeout time.Duration
+	var asJSON bool
+	env := func(key, def string) string {
+		if v := os.Getenv(key); v != "" {
+			return v
+		}
+		return def
+	}
+	cmd := &cobra.Command{
+		Use:   "status",
+		Short: "Show the nodes of a cluster: health, clock skew, disk, load, write counters",
+		Long: `status finds the cluster's nodes through their NATS micro service
+($SRV.PING.raidq-node, every answer within --timeout) and asks each one for
+its status. For each node it prints its health (ok, slow reply, no answer,
+store failed), its clock skew against this machine (corrected by half the
+round trip), its disk use, slot owners alive, requests pending, and its
+write counters since it started.
+
+It exits non-zero when NATS cannot be reached, when no node answers, or
+when a node that was found does not answer its status or reports a failed
+store.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if timeout <= 0 {
+				return fmt.Errorf("--timeout %v: must be positive", timeout)
+			}
+			parent := cmd.Context()
+			if parent == nil {
+				parent = context.Background()
+			}
+			ctx, stop := signal.NotifyContext(parent, os.Interrupt)
+			defer stop()
+			opts := []nats.Option{nats.Name("raidq-status"), nats.Timeout(timeout)}
+			if creds != "" {
+				opts = append(opts, nats.UserCredentials(creds))
+			}
+			nc, err := nats.Connect(url, opts...)
+			if err != nil {
+				return fmt.Errorf("cannot reach NATS at %s: %w (is a raidq node or `raidq dev` running there?)", url, err)
+			}
+			defer nc.Close()
+			nodes, err := actors.StatusWith(ctx, nc, cluster, actors.StatusOptions{Timeout: timeout})
+			if errors.Is(err, actors.ErrNoNodes) {
+				return fmt.Errorf("no raidq node answered on %s (cluster %s): is a node running?", url, cluster)
+			}
+			if err != nil {
+				return fmt.Errorf("status of cluster %s on %s: %w", cluster, url, err)
+			}
+			if asJSON {
+				enc := json.NewEncoder(cmd.OutOrStdout())
+				enc.SetIndent("", "  ")
+				if err := enc.Encode(statusReport{Cluster: cluster, NATS: url, Checked: time.Now().UTC(), Nodes: nodes}); err != nil {
+					return err
+				}
+			} else {
+				printStatus(cmd.OutOrStdout(), nodes)
+			}
+			for _, n := range nodes {
+				if n.Health == actors.HealthNoAnswer || n.Health == actors.HealthFailed {
+					if !asJSON {
+						fmt.Fprintf(cmd.ErrOrStderr(), "raidq: node %s: %s\n", n.Node, n.Health)
+					}
+					return errFailed
+				}
+			}
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&url, "nats", env("RAIDQ_NATS", "nats://127.0.0.1:4222"), "NATS URL of the cluster (env RAIDQ_NATS)")
+	f.StringVar(&creds, "creds", env("RAIDQ_CREDS", ""), "NATS credentials file (env RAIDQ_CREDS)")
+	f.StringVar(&cluster, "cluster", env("RAIDQ_CLUSTER", "raidq"), "raidq cluster name (env RAIDQ_CLUSTER)")
+	f.DurationVar(&timeout, "timeout", 2*time.Second, "how long to listen for nodes and their answers")
+	f.BoolVar(&asJSON, "json", false, "print one JSON object: cluster, nats, checked, nodes (each node's full status)")
+	return cmd
+}
+
+// statusReport is the --json output.
+type statusReport struct {
+	Cluster string              `json:"cluster"`
+	NATS    string              `json:"nats"`
+	Checked time.Time           `json:"checked"`
+	Nodes   []actors.NodeStatus `json:"nodes"`
+}
+
+func printStatus(w io.Writer, nodes []actors.NodeStatus) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "NODE\tHEALTH\tRTT\tSKEW\tDISK\tOWNERS\tPENDING\tWRITES\tCONFLICTS\tSEALED\tNOTES")
+	for _, n := range nodes {
+		if n.Health == actors.HealthNoAnswer {
+			fmt.Fprintf(tw, "%s\t%s\t-\t-\t-\t-\t-\t-\t-\t-\t%s\n", n.Node, n.Health, n.Error)
+			continue
+		}
+		var notes []string
+		if n.Failure != "" {
+			notes = append(notes, "store failed: "+n.Failure)
+		}
+		if n.Instances > 1 {
+			notes = append(notes, fmt.Sprintf("%d processes claim this node id", n.Instances))
+		}
+		if n.SlowMode > 0 {
+			notes = append(notes, "slow mode "+n.SlowMode.String())
+		}
+		if n.NoSync {
+			notes = append(notes, "no-fsync")
+		}
+		if n.Counters.StoreErrors > 0 {
+			notes = append(notes, fmt.Sprintf("%d store errors", n.Counters.StoreErrors))
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%s\n", n.Node, n.Health, fmtDuration(n.RTT), fmtSkew(n.Skew),
+			fmtBytes(n.DiskBytes), n.Owners, n.Pending, n.Counters.Writes, n.Counters.Conflicts, n.Counters.Sealed, strings.Join(notes, "; "))
+	}
+	_ = tw.Flush()
+}
+
+// fmtDuration rounds d for a table cell.
+func fmtDuration(d time.Duration) string {
+	switch {
+	case d < time.Millisecond:
+		return d.Round(time.Microsecond).String()
+	case d < time.Second:
+		return d.Round(10 * time.Microsecond).String()
+	}
+	return d.Round(time.Millisecond).String()
+}
+
+// fmtSkew is a signed duration: + means the node's clock is ahead of ours.
+func fmtSkew(d time.Duration) string {
+	if d < 0 {
+		return "-" + fmtDuration(-d)
+	}
+	return "+" + fmtDuration(d)
+}
+
+func fmtBytes(n int64) string {
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%d B", n)
+	}
+	div, exp := int64(unit), 0
+	for m := n / unit; m >= unit; m /= unit {
+		div *= unit
+		exp++
+	}
+	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
+}

@@ -1,0 +1,111 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"strings"
+	"testing"
+
+	"github.com/raidq/raidq"
+	"github.com/raidq/raidq/actors"
+	"github.com/raidq/raidq/bus"
+	"github.com/raidq/raidq/scenarios/testlog"
+)
+
+// runStatus runs `raidq status args...` and returns its stdout.
+func runStatus(t *testing.T, args ...string) (string, error) {
+	t.Helper()
+	cmd := statusCmd()
+	var out, errOut bytes.Buffer
+	cmd.SetOut(&out)
+	cmd.SetErr(&errOut)
+	cmd.SetArgs(args)
+	cmd.SilenceUsage, cmd.SilenceErrors = true, true
+	err := cmd.Execute()
+	return out.String(), err
+}
+
+// freePort returns a TCP port nothing listens on (it was free a moment ago).
+func freePort(t *testing.T) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := ln.Addr().(*net.TCPAddr).Port
+	_ = ln.Close()
+	return port
+}
+
+func TestStatusNoNATS(t *testing.T) {
+	url := fmt.Sprintf("nats://127.0.0.1:%d", freePort(t))
+	_, err := runStatus(t, "--nats", url, "--timeout", "500ms")
+	if err == nil || !strings.Contains(err.Error(), "cannot reach NATS at "+url) {
+		t.Fatalf("status with nothing listening: %v, want a clear NATS error naming %s", err, url)
+	}
+}
+
+func TestStatusNoNodes(t *testing.T) {
+	srv, err := bus.StartServer(bus.ServerOptions{Host: "127.0.0.1", Port: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Shutdown()
+	url := srv.ClientURL()
+	_, err = runStatus(t, "--nats", url, "--cluster", "empty", "--timeout", "300ms")
+	want := "no raidq node answered on " + url + " (cluster empty): is a node running?"
+	if err == nil || err.Error() != want {
+		t.Fatalf("status with NATS but no node: %v, want %q", err, want)
+	}
+}
+
+func TestStatusCluster(t *testing.T) {
+	lc, err := raidq.StartLocalCluster(raidq.LocalClusterConfig{Dir: t.TempDir(), Logger: testlog.New(t, slog.LevelWarn),
+		Cluster: "cli", Listen: "127.0.0.1:-1", NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lc.Close()
+	t.Setenv("RAIDQ_NATS", lc.ClientURL()) // the flag's default comes from the environment
+
+	out, err := runStatus(t, "--cluster", "cli", "--timeout", "1s", "--json")
+	if err != nil {
+		t.Fatalf("status --json: %v\n%s", err, out)
+	}
+	var rep statusReport
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatalf("--json output: %v\n%s", err, out)
+	}
+	if rep.Cluster != "cli" || rep.NATS != lc.ClientURL() || len(rep.Nodes) != 6 {
+		t.Fatalf("--json: cluster %q nats %q, %d nodes:\n%s", rep.Cluster, rep.NATS, len(rep.Nodes), out)
+	}
+	for _, n := range rep.Nodes {
+		if n.Health == actors.HealthNoAnswer || n.Health == actors.HealthFailed || !n.NoSync {
+			t.Errorf("node %+v", n)
+		}
+	}
+
+	if err := lc.KillNode(2); err != nil {
+		t.Fatal(err)
+	}
+	out, err = runStatus(t, "--cluster", "cli", "--timeout", "1s")
+	if err != nil {
+		t.Fatalf("status: %v\n%s", err, out)
+	}
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if len(lines) != 6 || !strings.HasPrefix(lines[0], "NODE") {
+		t.Fatalf("want a header and 5 node rows:\n%s", out)
+	}
+	for _, l := range lines[1:] {
+		if strings.HasPrefix(l, "n2 ") || !strings.Contains(l, "no-fsync") {
+			t.Errorf("row %q", l)
+		}
+	}
+	if _, err := runStatus(t, "--timeout", "0s"); err == nil || errors.Is(err, errFailed) {
+		t.Errorf("--timeout 0s: %v, want a flag error", err)
+	}
+}

@@ -1,0 +1,188 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/raidq/raidq"
+)
+
+func topicCmd() *cobra.Command {
+	cmd := &cobra.Command{Use: "topic", Short: "Create, list, describe and delete topics"}
+	cmd.AddCommand(topicCreateCmd(), topicListCmd(), topicDescribeCmd(), topicDeleteCmd())
+	return cmd
+}
+
+func topicCreateCmd() *cobra.Command {
+	var cf clientFlags
+	var tc raidq.TopicConfig
+	d := raidq.DefaultParams()
+	var parity int
+	cmd := &cobra.Command{
+		Use:   "create NAME",
+		Short: "Create a topic (ensembles are drawn from the live nodes)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			tc.Name = args[0]
+			tc.Params.N = tc.Params.K + parity
+			if !cmd.Flags().Changed("accept-window") && !cmd.Flags().Changed("max-skew") && tc.Params.ReadDelay < d.ReadDelay {
+				// Keep D >= A + skew by default when only --read-delay is lowered.
+				tc.Params.AcceptWindow = tc.Params.ReadDelay / 2
+				tc.Params.FutureBound, tc.Params.MaxSkew = tc.Params.ReadDelay/2, tc.Params.ReadDelay/2
+			}
+			if err := tc.Params.Validate(); err != nil {
+				return err
+			}
+			c, err := cf.connect()
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			ctx, cancel := cf.ctx()
+			defer cancel()
+			r, err := c.CreateTopic(ctx, tc)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "created topic %s: %d partitions, %d+%d shards, commit at %d of %d, read delay %v\n",
+				r.Name, r.Partitions, r.K, r.N-r.K, r.W, r.N, time.Duration(r.ReadDelay))
+			return nil
+		},
+	}
+	cf.register(cmd)
+	f := cmd.Flags()
+	f.IntVar(&tc.Partitions, "partitions", 1, "partitions")
+	f.IntVar(&tc.Params.K, "data-shards", d.K, "data shards k")
+	f.IntVar(&parity, "parity-shards", d.N-d.K, "parity shards (n = k + parity)")
+	f.IntVar(&tc.Params.W, "acks", d.W, "write quorum W: acks that commit (must be > n/2 and >= k)")
+	f.DurationVar(&tc.Params.ReadDelay, "read-delay", d.ReadDelay, "D: readers stay this far behind the clock")
+	f.DurationVar(&tc.Params.AcceptWindow, "accept-window", d.AcceptWindow, "A: nodes refuse offsets older than now-A")
+	f.DurationVar(&tc.Params.FutureBound, "future-bound", d.FutureBound, "F: nodes refuse offsets newer than now+F")
+	f.DurationVar(&tc.Params.MaxSkew, "max-skew", d.MaxSkew, "clock skew budgeted for (D >= A + skew)")
+	f.DurationVar(&tc.Retention, "retention", 0, "drop data older than this (0: keep)")
+	f.Int64Var(&tc.RetentionBytes, "retention-bytes", 0, "drop the oldest data beyond this many bytes per partition per node (0: no limit)")
+	return cmd
+}
+
+func topicListCmd() *cobra.Command {
+	var cf clientFlags
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "list",
+		Short: "List topics",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := cf.connect()
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			ctx, cancel := cf.ctx()
+			defer cancel()
+			ts, err := c.Topics(ctx)
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				return json.NewEncoder(cmd.OutOrStdout()).Encode(ts)
+			}
+			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 0, 2, ' ', 0)
+			fmt.Fprintln(tw, "TOPIC\tPARTITIONS\tSHARDS\tACKS\tREAD DELAY\tRETENTION\tCREATED")
+			for _, t := range ts {
+				fmt.Fprintf(tw, "%s\t%d\t%d+%d\t%d/%d\t%v\t%s\t%s\n", t.Name, t.Partitions, t.K, t.N-t.K, t.W, t.N,
+					time.Duration(t.ReadDelay), retention(t), time.Unix(0, int64(t.Created)).UTC().Format(time.RFC3339))
+			}
+			return tw.Flush()
+		},
+	}
+	cf.register(cmd)
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return cmd
+}
+
+func retention(t raidq.TopicInfo) string {
+	var parts []string
+	if t.Retention > 0 {
+		parts = append(parts, time.Duration(t.Retention).String())
+	}
+	if t.RetentionBytes > 0 {
+		parts = append(parts, fmt.Sprintf("%d bytes", t.RetentionBytes))
+	}
+	if len(parts) == 0 {
+		return "forever"
+	}
+	return strings.Join(parts, ", ")
+}
+
+func topicDescribeCmd() *cobra.Command {
+	var cf clientFlags
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "describe NAME",
+		Short: "Show a topic's parameters and ensembles",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := cf.connect()
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			ctx, cancel := cf.ctx()
+			defer cancel()
+			t, err := c.Topic(ctx, args[0])
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				return json.NewEncoder(cmd.OutOrStdout()).Encode(t)
+			}
+			describe(cmd.OutOrStdout(), t)
+			return nil
+		},
+	}
+	cf.register(cmd)
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return cmd
+}
+
+func describe(w io.Writer, t raidq.TopicInfo) {
+	fmt.Fprintf(w, "topic %s\n  partitions     %d\n  shards         %d data + %d parity (n=%d)\n  write quorum   %d of %d\n",
+		t.Name, t.Partitions, t.K, t.N-t.K, t.N, t.W, t.N)
+	fmt.Fprintf(w, "  read delay     %v\n  accept window  %v\n  future bound   %v\n  max skew       %v\n  retention      %s\n  created        %s\n",
+		time.Duration(t.ReadDelay), time.Duration(t.AcceptWindow), time.Duration(t.FutureBound), time.Duration(t.MaxSkew),
+		retention(t), time.Unix(0, int64(t.Created)).UTC().Format(time.RFC3339Nano))
+	for p, e := range t.Ensembles {
+		fmt.Fprintf(w, "  partition %-4d %s\n", p, strings.Join(e, " "))
+	}
+}
+
+func topicDeleteCmd() *cobra.Command {
+	var cf clientFlags
+	cmd := &cobra.Command{
+		Use:   "delete NAME",
+		Short: "Delete a topic (nodes stop accepting its writes)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := cf.connect()
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			ctx, cancel := cf.ctx()
+			defer cancel()
+			if err := c.DeleteTopic(ctx, args[0]); err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "deleted topic %s\n", args[0])
+			return nil
+		},
+	}
+	cf.register(cmd)
+	return cmd
+}

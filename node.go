@@ -1,0 +1,535 @@
+package raidq
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/url"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/raidq/raidq/actors"
+	"github.com/raidq/raidq/bus"
+	"github.com/raidq/raidq/bus/meta"
+	"github.com/raidq/raidq/slotstore"
+)
+
+// ErrAuthNotImplemented is returned by StartNode unless NodeOptions.Insecure
+// is set: raidq has no authentication yet, so running a node must be an
+// explicit choice.
+var ErrAuthNotImplemented = errors.New("authentication is not implemented yet: pass --insecure to run a node " +
+	"without authentication (anyone who can reach its NATS ports can read and write every topic)")
+
+// Defaults of NodeOptions.
+const (
+	DefaultCluster            = "raidq"
+	DefaultNodeListen         = "127.0.0.1:4222"
+	DefaultMetaTimeout        = 60 * time.Second
+	DefaultHeartbeat          = 2 * time.Second
+	DefaultNodeJSMaxMemory    = 64 << 20 // JetStream holds only raidq's metadata buckets
+	DefaultNodeJSMaxStore     = 1 << 30
+	MaxMetaReplicas           = 5 // metadata survives two of six servers down
+	heartbeatWarnEvery        = 30 * time.Second
+	metaProgressEvery         = 5 * time.Second
+	nodeSlotsDir, nodeJSDir   = "slots", "nats"
+	embeddedConnName          = "raidq-node-"
+	defaultNodeConnectTimeout = 5 * time.Second
+)
+
+// NodeOptions configure one production storage node (`raidq node`): its
+// slot store, its NATS server (embedded, or an existing NATS system), its
+// metadata and its heartbeat.
+type NodeOptions struct {
+	// ID names the node (required; a NATS subject token). With an embedded
+	// server it is also the NATS server name, unique in the NATS cluster.
+	ID string
+	// DataDir holds the slot store (DataDir/slots) and, with an embedded
+	// server, JetStream's files (DataDir/nats/jetstream). Required.
+	DataDir string
+	// Cluster is the raidq cluster name (subject token, metadata bucket
+	// names, and the NATS cluster name of an embedded server). Default "raidq".
+	Cluster string
+
+	// Listen is the embedded server's client address, host:port (default
+	// 127.0.0.1:4222; port -1 picks a free port).
+	Listen string
+	// ClusterListen is the embedded server's route address, host:port;
+	// empty runs a single server. Routes are the route URLs
+	// (nats-route://host:port) of every server of the NATS cluster; give
+	// the full list on every server (this server's own URL is fine), since
+	// clustered JetStream sizes its meta group from it.
+	ClusterListen string
+	Routes        []string
+	// JetStreamMaxMemory and JetStreamMaxStore bound the embedded server's
+	// JetStream (default 64 MiB and 1 GiB: it only holds metadata).
+	JetStreamMaxMemory int64
+	JetStreamMaxStore  int64
+
+	// NATSURL joins an existing NATS system (JetStream enabled) instead of
+	// embedding a server; Listen, ClusterListen and Routes must be empty.
+	NATSURL string
+	// NATSOptions are extra nats.Connect options (credentials, TLS) for NATSURL.
+	NATSOptions []nats.Option
+
+	// NoSync acknowledges writes before fsync (--no-fsync).
+	NoSync bool
+	// Insecure must be true: authentication is not implemented yet
+	// (ErrAuthNotImplemented).
+	Insecure bool
+
+	// MetaReplicas is the replica count of the metadata buckets; 0 means
+	// min(5, servers): the servers of Routes for an embedded server, the
+	// servers the NATS connection knows of otherwise.
+	MetaReplicas int
+	// MetaTimeout bounds the wait for JetStream (meta leader, enough
+	// servers for the replicas) at start (default 60s).
+	MetaTimeout time.Duration
+	// Heartbeat is how often the member record is refreshed (default 2s).
+	Heartbeat time.Duration
+
+	// Metrics receives the node's Prometheus metrics (nil: none).
+	Metrics *prometheus.Registry
+
+	// Logger receives the node's logs (nil: slog.Default()).
+	Logger *slog.Logger
+	// Now is the node clock (unix ns) for the node and its heartbeat; nil = time.Now.
+	Now func() int64
+}
+
+func (o *NodeOptions) check() error {
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	if o.Cluster == "" {
+		o.Cluster = DefaultCluster
+	}
+	if o.Now == nil {
+		o.Now = func() int64 { return time.Now().UnixNano() }
+	}
+	if o.MetaTimeout <= 0 {
+		o.MetaTimeout = DefaultMetaTimeout
+	}
+	if o.Heartbeat <= 0 {
+		o.Heartbeat = DefaultHeartbeat
+	}
+	if o.JetStreamMaxMemory <= 0 {
+		o.JetStreamMaxMemory = DefaultNodeJSMaxMemory
+	}
+	if o.JetStreamMaxStore <= 0 {
+		o.JetStreamMaxStore = DefaultNodeJSMaxStore
+	}
+	if o.ID == "" {
+		return errors.New("node: an id is required (--id)")
+	}
+	if err := bus.ValidName("node id", o.ID); err != nil {
+		return fmt.Errorf("node: --id: %w", err)
+	}
+	if err := bus.ValidName("cluster", o.Cluster); err != nil {
+		return fmt.Errorf("node: --cluster: %w", err)
+	}
+	if o.DataDir == "" {
+		return errors.New("node: a data directory is required (--data)")
+	}
+	if o.MetaReplicas < 0 || o.MetaReplicas > MaxMetaReplicas {
+		return fmt.Errorf("node: metadata replicas %d: must be 1..%d (0 = automatic)", o.MetaReplicas, MaxMetaReplicas)
+	}
+	if o.NATSURL != "" {
+		if o.Listen != "" || o.ClusterListen != "" || len(o.Routes) > 0 {
+			return errors.New("node: --nats joins an existing NATS system; it cannot be combined with --listen, --cluster-listen or --routes")
+		}
+	} else {
+		if o.Listen == "" {
+			o.Listen = DefaultNodeListen
+		}
+		if _, _, err := splitHostPort(o.Listen); err != nil {
+			return fmt.Errorf("node: --listen: %w", err)
+		}
+		if o.ClusterListen != "" {
+			if _, p, err := splitHostPort(o.ClusterListen); err != nil {
+				return fmt.Errorf("node: --cluster-listen: %w", err)
+			} else if p == 0 {
+				return fmt.Errorf("node: --cluster-listen %q: a port is required", o.ClusterListen)
+			}
+		} else if len(o.Routes) > 0 {
+			return errors.New("node: --routes needs --cluster-listen (the address other servers route to)")
+		}
+		for _, r := range o.Routes {
+			if _, err := routeHostPort(r); err != nil {
+				return fmt.Errorf("node: --routes: %w", err)
+			}
+		}
+	}
+	if !o.Insecure {
+		return ErrAuthNotImplemented
+	}
+	return nil
+}
+
+// routeHostPort returns the host:port of a route URL.
+func routeHostPort(r string) (string, error) {
+	u, err := url.Parse(r)
+	if err != nil || u.Host == "" || u.Port() == "" {
+		return "", fmt.Errorf("route %q is not a URL like nats-route://host:port", r)
+	}
+	return u.Host, nil
+}
+
+// routeServers counts the servers of a NATS cluster from this server's
+// route address and its route list (which may or may not include itself).
+func routeServers(clusterListen string, routes []string) int {
+	if clusterListen == "" {
+		return 1
+	}
+	canon := func(host string) string {
+		if host == "localhost" {
+			return "127.0.0.1"
+		}
+		return host
+	}
+	selfHost, selfPort, _ := splitHostPort(clusterListen)
+	selfHost = canon(selfHost)
+	selfAny := selfHost == "" || net.ParseIP(selfHost) != nil && net.ParseIP(selfHost).IsUnspecified()
+	seen := make(map[string]bool)
+	self := false
+	for _, r := range routes {
+		hp, err := routeHostPort(r)
+		if err != nil {
+			continue
+		}
+		h, p, _ := net.SplitHostPort(hp)
+		h = canon(h)
+		key := net.JoinHostPort(h, p)
+		if seen[key] {
+			continue
+		}
+		seen[key] = true
+		if p == strconv.Itoa(selfPort) && (h == selfHost || selfAny && (h == "127.0.0.1" || h == "::1")) {
+			self = true
+		}
+	}
+	n := len(seen)
+	if !self {
+		n++
+	}
+	return n
+}
+
+// Node is one running storage node (see StartNode).
+type Node struct {
+	opts    NodeOptions
+	log     *slog.Logger
+	store   slotstore.Store
+	server  *bus.Server // nil when joined to an existing NATS system
+	nc      *nats.Conn
+	meta    *meta.Store
+	catalog *meta.Catalog
+	node    *actors.Node
+	started int64
+
+	hbCancel context.CancelFunc
+	hbDone   chan struct{}
+	fatal    chan error
+
+	stopOnce sync.Once
+	stopErr  error
+}
+
+// StartNode assembles one production node: it opens the slot store, starts
+// the embedded NATS server (JetStream on, clustered when ClusterListen is
+// set) or connects to NATSURL, opens the metadata buckets (creating them
+// with min(5, servers) replicas, waiting up to MetaTimeout for JetStream),
+// watches the topic catalog, starts the node's actors and refreshes its
+// member record every Heartbeat. Errors name what failed; a damaged data
+// directory is an error wrapping slotstore.ErrCorrupt.
+func StartNode(o NodeOptions) (*Node, error) { return StartNodeContext(context.Background(), o) }
+
+// StartNodeContext is StartNode that gives up when ctx ends (a signal
+// during the wait for JetStream).
+func StartNodeContext(ctx context.Context, o NodeOptions) (n *Node, err error) {
+	if err := o.check(); err != nil {
+		return nil, err
+	}
+	log := o.Logger.With("node", o.ID)
+	n = &Node{opts: o, log: log, started: o.Now(), fatal: make(chan error, 1)}
+	partial := n // n is nil on the error returns
+	defer func() {
+		if err != nil {
+			_ = partial.shutdown(context.Background())
+		}
+	}()
+
+	slots := filepath.Join(o.DataDir, nodeSlotsDir)
+	n.store, err = slotstore.Open(slots, slotstore.Options{NoSync: o.NoSync, Logger: log})
+	if err != nil {
+		if errors.Is(err, slotstore.ErrCorrupt) {
+			return nil, fmt.Errorf("node %s: the data directory %s is damaged; refusing to start: %w", o.ID, slots, err)
+		}
+		return nil, fmt.Errorf("node %s: open the slot store in %s (is another node using it?): %w", o.ID, slots, err)
+	}
+
+	servers := 1
+	if o.NATSURL == "" {
+		if err := n.startServer(); err != nil {
+			return nil, err
+		}
+		servers = routeServers(o.ClusterListen, o.Routes)
+	} else {
+		nopts := append([]nats.Option{nats.Name(embeddedConnName + o.ID), nats.Timeout(defaultNodeConnectTimeout),
+			nats.MaxReconnects(-1)}, n.connHandlers()...)
+		nopts = append(nopts, o.NATSOptions...)
+		n.nc, err = nats.Connect(o.NATSURL, nopts...)
+		if err != nil {
+			return nil, fmt.Errorf("node %s: connect to NATS at %s: %w", o.ID, o.NATSURL, err)
+		}
+		servers = knownServers(n.nc)
+	}
+
+	replicas := o.MetaReplicas
+	if replicas == 0 {
+		replicas = min(MaxMetaReplicas, servers)
+	}
+	if err := n.openMeta(ctx, replicas, servers); err != nil {
+		return nil, err
+	}
+
+	n.node, err = actors.StartNode(actors.NodeConfig{ID: o.ID, Cluster: o.Cluster, Store: n.store, Conn: n.nc,
+		Catalog: n.catalog, Logger: o.Logger, Now: o.Now, OnFatal: n.onFatal, Metrics: o.Metrics, NoSync: o.NoSync})
+	if err != nil {
+		return nil, fmt.Errorf("node %s: %w", o.ID, err)
+	}
+
+	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	err = n.meta.PutMember(pctx, n.member())
+	cancel()
+	if err != nil {
+		log.Warn("first member record not written; the heartbeat keeps trying", "err", err)
+	}
+	hctx, hcancel := context.WithCancel(context.Background())
+	n.hbCancel, n.hbDone = hcancel, make(chan struct{})
+	go n.heartbeat(hctx)
+	log.Info("node ready", "client_url", n.ClientURL(), "cluster", o.Cluster, "metadata_replicas", replicas,
+		"fsync", !o.NoSync, "topics", len(n.catalog.Names()))
+	return n, nil
+}
+
+// knownServers counts the distinct servers a NATS connection knows of
+// (the URLs given and those the cluster advertised).
+func knownServers(nc *nats.Conn) int {
+	seen := make(map[string]bool)
+	for _, s := range nc.Servers() {
+		if u, err := url.Parse(s); err == nil {
+			seen[u.Host] = true
+		}
+	}
+	return max(1, len(seen))
+}
+
+func (n *Node) startServer() error {
+	o := n.opts
+	host, port, _ := splitHostPort(o.Listen)
+	so := bus.ServerOptions{Name: o.ID, Host: host, Port: port, JetStream: true,
+		StoreDir: filepath.Join(o.DataDir, nodeJSDir), MaxMemory: o.JetStreamMaxMemory, MaxStore: o.JetStreamMaxStore,
+		Logger: n.log}
+	if o.ClusterListen != "" {
+		ch, cp, _ := splitHostPort(o.ClusterListen)
+		so.ClusterName, so.ClusterHost, so.ClusterPort, so.Routes = o.Cluster, ch, cp, o.Routes
+	}
+	srv, err := bus.StartServer(so)
+	if err != nil {
+		return fmt.Errorf("node %s: start the NATS server (listen %s): %w", o.ID, o.Listen, err)
+	}
+	n.server = srv
+	opts := append([]nats.Option{nats.InProcessServer(srv.NATS()), nats.MaxReconnects(-1)}, n.connHandlers()...)
+	n.nc, err = srv.Connect(embeddedConnName+o.ID, opts...)
+	if err != nil {
+		return fmt.Errorf("node %s: %w", o.ID, err)
+	}
+	return nil
+}
+
+func (n *Node) connHandlers() []nats.Option {
+	return []nats.Option{
+		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
+			if err != nil {
+				n.log.Warn("NATS connection lost", "err", err)
+			}
+		}),
+		nats.ReconnectHandler(func(nc *nats.Conn) { n.log.Info("NATS connection back", "url", nc.ConnectedUrlRedacted()) }),
+	}
+}
+
+// openMeta opens the metadata buckets (creating them) and watches the
+// catalog, logging progress while JetStream is not ready yet.
+func (n *Node) openMeta(ctx context.Context, replicas, servers int) error {
+	o := n.opts
+	ctx, cancel := context.WithTimeout(ctx, o.MetaTimeout)
+	defer cancel()
+	start := time.Now()
+	done := make(chan struct{})
+	defer close(done)
+	go func() {
+		t := time.NewTicker(metaProgressEvery)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				args := []any{"waited", time.Since(start).Round(time.Second), "replicas", replicas, "servers_expected", servers}
+				if n.server != nil {
+					args = append(args, "routed_servers", n.server.NATS().NumRemotes())
+				}
+				n.log.Info("waiting for JetStream (meta leader and enough servers for the metadata replicas)", args...)
+			}
+		}
+	}()
+	var err error
+	n.meta, err = meta.Open(ctx, n.nc, o.Cluster, meta.Options{Create: true, Replicas: replicas, Logger: n.log})
+	if err != nil {
+		return fmt.Errorf("node %s: metadata (JetStream KV, %d replicas) not available after %s: %w "+
+			"(are enough servers of the route list up? --meta-replicas sets the replica count)",
+			o.ID, replicas, time.Since(start).Round(time.Millisecond), err)
+	}
+	n.catalog, err = n.meta.WatchCatalog(ctx)
+	if err != nil {
+		return fmt.Errorf("node %s: watch the topic catalog: %w", o.ID, err)
+	}
+	n.log.Info("metadata ready", "replicas", replicas, "took", time.Since(start).Round(time.Millisecond))
+	return nil
+}
+
+func (n *Node) member() meta.Member {
+	inc := n.store.Incarnation()
+	return meta.Member{ID: n.opts.ID, ClientURL: n.ClientURL(), Started: n.started, Heartbeat: n.opts.Now(),
+		Incarnation: inc.String()}
+}
+
+// heartbeat refreshes the member record. While the metadata is
+// unavailable the node keeps serving from its cached catalog and logs at
+// most once per heartbeatWarnEvery.
+func (n *Node) heartbeat(ctx context.Context) {
+	defer close(n.hbDone)
+	t := time.NewTicker(n.opts.Heartbeat)
+	defer t.Stop()
+	var failing int
+	var lastWarn time.Time
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		err := n.meta.PutMember(ctx, n.member())
+		switch {
+		case ctx.Err() != nil:
+			return
+		case err != nil:
+			failing++
+			if time.Since(lastWarn) >= heartbeatWarnEvery {
+				lastWarn = time.Now()
+				n.log.Warn("heartbeat: metadata unavailable; serving from the cached catalog", "failures", failing, "err", err)
+			}
+		case failing > 0:
+			n.log.Info("heartbeat: metadata available again", "failures", failing)
+			failing, lastWarn = 0, time.Time{}
+		}
+	}
+}
+
+func (n *Node) onFatal(err error) {
+	select {
+	case n.fatal <- err:
+	default:
+	}
+}
+
+// ID is the node id.
+func (n *Node) ID() string { return n.opts.ID }
+
+// ClientURL is the NATS URL clients use to reach this node's NATS system.
+func (n *Node) ClientURL() string {
+	if n.server != nil {
+		return n.server.ClientURL()
+	}
+	if n.nc != nil {
+		return n.nc.ConnectedUrlRedacted()
+	}
+	return ""
+}
+
+// RouteURL is the embedded server's route URL ("" when not clustered or
+// not embedded).
+func (n *Node) RouteURL() string {
+	if n.server == nil {
+		return ""
+	}
+	return n.server.ClusterURL()
+}
+
+// Meta is the node's metadata store.
+func (n *Node) Meta() *meta.Store { return n.meta }
+
+// Catalog is the node's watched topic catalog.
+func (n *Node) Catalog() *meta.Catalog { return n.catalog }
+
+// Stats are the node's counters.
+func (n *Node) Stats() *actors.NodeStats { return n.node.Stats() }
+
+// Fatal receives the error when the node's store fails (fsync error,
+// corrupt data): the node must then be stopped, loudly.
+func (n *Node) Fatal() <-chan error { return n.fatal }
+
+// Stop leaves gracefully: stop the heartbeat, stop taking requests, let
+// in-flight writes reach the store and fsync, close the store, leave NATS
+// (shut the embedded server down). It is idempotent: later calls return
+// the first call's result.
+func (n *Node) Stop(ctx context.Context) error {
+	n.stopOnce.Do(func() {
+		n.stopErr = n.shutdown(ctx)
+		if n.stopErr != nil {
+			n.log.Error("node stopped with errors", "err", n.stopErr)
+		} else {
+			n.log.Info("node left")
+		}
+	})
+	return n.stopErr
+}
+
+// shutdown releases whatever is set up, in reverse order.
+func (n *Node) shutdown(ctx context.Context) error {
+	var errs []error
+	if n.hbCancel != nil {
+		n.hbCancel()
+		<-n.hbDone
+	}
+	if n.node != nil {
+		if err := n.node.Stop(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("stop node: %w", err))
+		}
+	}
+	if n.store != nil {
+		if err := n.store.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("close slot store: %w", err))
+		}
+	}
+	if n.catalog != nil {
+		n.catalog.Close()
+	}
+	if n.nc != nil {
+		if err := n.nc.FlushTimeout(time.Second); err != nil && !errors.Is(err, nats.ErrConnectionClosed) && n.server == nil {
+			n.log.Debug("flush before leaving", "err", err)
+		}
+		n.nc.Close()
+	}
+	if n.server != nil {
+		n.server.Shutdown()
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,280 @@
+package raidq_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/raidq/raidq"
+	"github.com/raidq/raidq/bus/meta"
+	"github.com/raidq/raidq/scenarios/cluster"
+	"github.com/raidq/raidq/scenarios/testlog"
+	"github.com/raidq/raidq/slotstore"
+)
+
+// waitFor polls cond until it holds or d passes (conditions that another
+// goroutine makes true: a KV watch delivering a topic).
+func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s", d, what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// TestStartNodeThreeServerMesh starts three production nodes in process,
+// each embedding a NATS server of one route mesh with clustered JetStream,
+// creates an n=3 k=2 W=2 topic through the replicated metadata, and sends
+// and consumes messages through clients whose catalog is the KV watch.
+func TestStartNodeThreeServerMesh(t *testing.T) {
+	if testing.Short() {
+		t.Skip("clustered JetStream takes a few seconds to elect")
+	}
+	log := testlog.New(t, slog.LevelWarn)
+	const servers = 3
+	ports, err := cluster.FreePorts(servers)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var routes []string
+	for _, p := range ports {
+		routes = append(routes, fmt.Sprintf("nats-route://127.0.0.1:%d", p))
+	}
+	base := t.TempDir()
+	nodes := make([]*raidq.Node, servers)
+	errs := make([]error, servers)
+	var wg sync.WaitGroup
+	start := time.Now()
+	for i := range servers {
+		wg.Add(1)
+		go func() { // the meta group needs a quorum: start them together
+			defer wg.Done()
+			nodes[i], errs[i] = raidq.StartNode(raidq.NodeOptions{ID: fmt.Sprintf("s%d", i), DataDir: filepath.Join(base, fmt.Sprint(i)),
+				Cluster: "mesh", Listen: "127.0.0.1:-1", ClusterListen: fmt.Sprintf("127.0.0.1:%d", ports[i]), Routes: routes,
+				Insecure: true, NoSync: true, MetaTimeout: 45 * time.Second, Logger: log})
+		}()
+	}
+	wg.Wait()
+	t.Cleanup(func() {
+		for _, n := range nodes {
+			if n != nil {
+				_ = n.Stop(context.Background())
+			}
+		}
+	})
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("node s%d: %v", i, err)
+		}
+	}
+	t.Logf("three clustered nodes ready in %s", time.Since(start).Round(time.Millisecond))
+
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	members, err := nodes[0].Meta().Members(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(members) != servers {
+		t.Fatalf("members %+v, want %d", members, servers)
+	}
+	for _, m := range members {
+		if m.ClientURL == "" || m.Incarnation == "" || m.Started == 0 || m.Heartbeat < m.Started {
+			t.Errorf("incomplete member record %+v", m)
+		}
+	}
+
+	p := raidq.DefaultParams()
+	p.N, p.K, p.W = 3, 2, 2
+	if _, err := nodes[1].Meta().CreateTopic(ctx, meta.TopicSpec{Name: "orders", Partitions: 2, Params: p}, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range nodes {
+		waitFor(t, 10*time.Second, "node "+n.ID()+" to learn the topic", func() bool {
+			_, err := n.Catalog().Topic("orders")
+			return err == nil
+		})
+	}
+
+	// A client on another server of the mesh, catalog from the KV watch.
+	nc, err := nats.Connect(nodes[2].ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	store, err := meta.Open(ctx, nc, "mesh", meta.Options{Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cat, err := store.WatchCatalog(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cat.Close()
+	c, err := raidq.ConnectConn(nc, raidq.WithCluster("mesh"), raidq.WithCatalog(cat), raidq.WithLogger(log))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	from := time.Now()
+	prod, err := c.Producer("orders")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const total = 200
+	for i := range total {
+		if _, err := prod.Send(ctx, raidq.Message{Value: fmt.Appendf(nil, "m-%d", i)}); err != nil {
+			t.Fatalf("send %d: %v", i, err)
+		}
+	}
+	cons, err := c.Consumer("orders", raidq.ConsumerOptions{From: from})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cons.Close()
+	got := make(map[string]bool)
+	for len(got) < total {
+		select {
+		case m := <-cons.Messages():
+			got[string(m.Value)] = true
+		case <-ctx.Done():
+			t.Fatalf("consumed %d of %d", len(got), total)
+		}
+	}
+	for i := range total {
+		if !got[fmt.Sprintf("m-%d", i)] {
+			t.Fatalf("m-%d not consumed", i)
+		}
+	}
+
+	// Stop is graceful and idempotent.
+	if err := nodes[2].Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := nodes[2].Stop(ctx); err != nil {
+		t.Fatalf("second Stop: %v", err)
+	}
+}
+
+func TestStartNodeRefuses(t *testing.T) {
+	log := testlog.New(t, slog.LevelWarn)
+	dir := t.TempDir()
+	ok := raidq.NodeOptions{ID: "n1", DataDir: dir, Listen: "127.0.0.1:-1", Insecure: true, Logger: log}
+	cases := []struct {
+		name string
+		edit func(*raidq.NodeOptions)
+		want string
+	}{
+		{"no auth", func(o *raidq.NodeOptions) { o.Insecure = false }, "--insecure"},
+		{"no id", func(o *raidq.NodeOptions) { o.ID = "" }, "--id"},
+		{"bad id", func(o *raidq.NodeOptions) { o.ID = "a.b" }, "node id"},
+		{"no data", func(o *raidq.NodeOptions) { o.DataDir = "" }, "--data"},
+		{"bad listen", func(o *raidq.NodeOptions) { o.Listen = "nohost" }, "--listen"},
+		{"routes without cluster-listen", func(o *raidq.NodeOptions) { o.Routes = []string{"nats-route://127.0.0.1:1"} }, "--cluster-listen"},
+		{"bad route", func(o *raidq.NodeOptions) { o.ClusterListen, o.Routes = "127.0.0.1:-1", []string{"::"} }, "nats-route://"},
+		{"nats and listen", func(o *raidq.NodeOptions) { o.NATSURL = "nats://127.0.0.1:1" }, "--nats"},
+	}
+	for _, tc := range cases {
+		o := ok
+		tc.edit(&o)
+		_, err := raidq.StartNode(o)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: got %v, want an error mentioning %q", tc.name, err, tc.want)
+		}
+	}
+	if _, err := raidq.StartNode(raidq.NodeOptions{ID: "n1", DataDir: dir, Logger: log}); !errors.Is(err, raidq.ErrAuthNotImplemented) {
+		t.Errorf("without Insecure: %v", err)
+	}
+
+	// A damaged data directory: a clear error wrapping ErrCorrupt, nothing left running.
+	slots := filepath.Join(dir, "slots")
+	if err := os.MkdirAll(slots, 0o750); err != nil {
+		t.Fatal(err)
+	}
+	for name, data := range map[string]string{"CURRENT": "MANIFEST-000001\n", "MANIFEST-000001": strings.Repeat("\xde\xad", 200)} {
+		if err := os.WriteFile(filepath.Join(slots, name), []byte(data), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, err := raidq.StartNode(ok)
+	if !errors.Is(err, slotstore.ErrCorrupt) || !strings.Contains(err.Error(), slots) {
+		t.Fatalf("corrupt data dir: %v", err)
+	}
+}
+
+// TestLocalClusterMetadata is `raidq dev`'s cluster: topics created through
+// the KV metadata, visible to a client of another connection.
+func TestLocalClusterMetadata(t *testing.T) {
+	log := testlog.New(t, slog.LevelWarn)
+	lc, err := raidq.StartLocalCluster(raidq.LocalClusterConfig{Dir: t.TempDir(), Listen: "127.0.0.1:-1", Metadata: true,
+		Cluster: "dev", NoSync: true, Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lc.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	ms, err := lc.Meta().Members(ctx)
+	if err != nil || len(ms) != 6 {
+		t.Fatalf("members %v, %v", ms, err)
+	}
+	if err := lc.CreateTopic("orders", 2, raidq.DefaultParams()); err != nil {
+		t.Fatal(err)
+	}
+	if err := lc.CreateTopic("orders", 2, raidq.DefaultParams()); !errors.Is(err, meta.ErrTopicExists) {
+		t.Fatalf("second create: %v", err)
+	}
+	// Another process's view: a plain NATS connection and the KV catalog.
+	nc, err := nats.Connect(lc.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	store, err := meta.Open(ctx, nc, "dev", meta.Options{Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cat, err := store.WatchCatalog(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cat.Close()
+	c, err := raidq.ConnectConn(nc, raidq.WithCluster("dev"), raidq.WithCatalog(cat), raidq.WithLogger(log))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	from := time.Now()
+	prod, err := c.Producer("orders")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := prod.Send(ctx, raidq.Message{Value: []byte("hello")}); err != nil {
+		t.Fatal(err)
+	}
+	cons, err := c.Consumer("orders", raidq.ConsumerOptions{From: from})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cons.Close()
+	select {
+	case m := <-cons.Messages():
+		if string(m.Value) != "hello" {
+			t.Fatalf("got %q", m.Value)
+		}
+	case <-ctx.Done():
+		t.Fatal("nothing consumed")
+	}
+}

@@ -1,0 +1,204 @@
+package sim
+
+import (
+	"cmp"
+	"slices"
+
+	"github.com/raidq/raidq/actors/core"
+	"github.com/raidq/raidq/stripe"
+)
+
+// check runs every end-of-run property check and fills the counts.
+// (Write-once is checked as it happens, in node.accepted and node.store.)
+func (s *sim) check() {
+	s.tally()
+	for _, r := range s.readers {
+		s.checkReader(r)
+	}
+	s.checkAckedDelivered()
+	s.checkSameSequence()
+	s.checkInDoubt()
+	s.checkAckedDurable()
+	s.checkSettled()
+}
+
+func (s *sim) tally() {
+	s.res.Acked, s.res.Failed = len(s.truth.acked), len(s.truth.failed)
+	for id := range s.truth.acked {
+		s.res.AckedRecords += len(s.truth.values[id])
+	}
+	for _, r := range s.readers {
+		s.res.Delivered = append(s.res.Delivered, len(r.got))
+	}
+}
+
+// checkReader: every delivered record was sent, as part of the stripe the
+// reader names, once, and positions only go forward, across restarts too.
+// The one exception: a restarted reader has lost its dedupe memory, so it
+// may deliver again, at another offset, a stripe that was committed twice;
+// subscribers dedupe by stripe id (§8). r.view is what they keep.
+func (s *sim) checkReader(r *reader) {
+	first := map[string]delivered{}
+	var last *core.Position
+	for i, d := range r.got {
+		if id, ok := s.truth.byValue[d.value]; !ok || id != d.id {
+			s.violate("r%d delivered %q (stripe %s) that was never sent", r.id, d.value, sid(d.id))
+		}
+		if last != nil && !last.Less(d.pos) {
+			s.violate("r%d delivered %q at %s, not after %s", r.id, d.value, s.log.pos(d.pos), s.log.pos(*last))
+		}
+		last = &r.got[i].pos
+		prev, dup := first[d.value]
+		switch {
+		case !dup:
+			first[d.value] = d
+			r.view = append(r.view, d)
+		case prev.inc < d.inc && prev.pos.Offset != d.pos.Offset:
+			if d.pos.Index == 0 {
+				s.res.Redelivered++
+			}
+		default:
+			s.violate("r%d delivered %q twice (at %s, then %s)", r.id, d.value, s.log.pos(prev.pos), s.log.pos(d.pos))
+		}
+	}
+}
+
+// checkAckedDelivered: every record of every acked stripe reached every reader.
+func (s *sim) checkAckedDelivered() {
+	for _, r := range s.readers {
+		got := map[string]bool{}
+		for _, d := range r.view {
+			got[d.value] = true
+		}
+		for _, id := range sortedIDs(s.truth.acked) {
+			for _, v := range s.truth.values[id] {
+				if !got[v] {
+					s.violate("r%d never delivered %q of %s, acked at %s", r.id, v, sid(id), s.log.off(s.truth.acked[id]))
+					break
+				}
+			}
+		}
+	}
+}
+
+// checkSameSequence: every reader delivered the same records in the same
+// order as reader 0, except for "moved" stripes: a stripe committed at two
+// offsets (a retry that landed twice) may be delivered at the later copy by
+// a reader that found the earlier one in doubt, since DESIGN §5 skips an
+// in-doubt group whose copy is decodable later without waiting. Each such
+// offset must really hold an attempt of that stripe.
+func (s *sim) checkSameSequence() {
+	moved := s.movedStripes()
+	s.res.Moved = len(moved)
+	seqs := make([][]delivered, len(s.readers))
+	for i, r := range s.readers {
+		for _, d := range r.view {
+			if !moved[d.id] {
+				seqs[i] = append(seqs[i], d)
+			}
+		}
+	}
+	for i := 1; i < len(seqs); i++ {
+		a, b := seqs[0], seqs[i]
+		for j := range max(len(a), len(b)) {
+			if j >= len(a) || j >= len(b) || a[j].value != b[j].value {
+				s.violate("r0 and r%d differ at delivery %d (moved stripes aside): %s vs %s",
+					i, j, describe(s, a, j), describe(s, b, j))
+				break
+			}
+		}
+	}
+}
+
+// movedStripes finds the stripes readers delivered at different offsets
+// and checks that each offset held an attempt of the stripe.
+func (s *sim) movedStripes() map[stripe.ID]bool {
+	at := map[stripe.ID][]uint64{}
+	for _, r := range s.readers {
+		for _, d := range r.view {
+			if d.pos.Index == 0 && !slices.Contains(at[d.id], d.pos.Offset) {
+				at[d.id] = append(at[d.id], d.pos.Offset)
+			}
+		}
+	}
+	moved := map[stripe.ID]bool{}
+	for _, id := range sortedIDs(at) {
+		if len(at[id]) < 2 {
+			continue
+		}
+		moved[id] = true
+		s.log.add("moved: %s delivered at %d offsets", sid(id), len(at[id]))
+		for _, off := range at[id] {
+			if !slices.Contains(s.truth.offsets[id], off) {
+				s.violate("%s delivered at %s where it was never written", sid(id), s.log.off(off))
+			}
+		}
+	}
+	return moved
+}
+
+func describe(s *sim, ds []delivered, i int) string {
+	if i >= len(ds) {
+		return "(end)"
+	}
+	return sprintf("%q %s", ds[i].value, s.log.pos(ds[i].pos))
+}
+
+// checkInDoubt: no reader gave up on a stripe its producer acked.
+func (s *sim) checkInDoubt() {
+	for _, r := range s.readers {
+		for _, d := range r.inDoubt {
+			if off, ok := s.truth.acked[d.Stripe]; ok {
+				s.violate("r%d reported %s in doubt at %s (unheard %s), but it was acked at %s",
+					r.id, sid(d.Stripe), s.log.off(d.Offset), nodeList(d.Unheard), s.log.off(off))
+			}
+		}
+	}
+}
+
+// checkAckedDurable: an acked stripe has W durable shards at its offset.
+func (s *sim) checkAckedDurable() {
+	for _, id := range sortedIDs(s.truth.acked) {
+		off := s.truth.acked[id]
+		have := 0
+		for _, n := range s.nodes {
+			if b, ok := n.disk[core.RangeStart(off)][off]; ok {
+				if h, err := stripe.ParseHeader(b); err == nil && h.ID == id {
+					have++
+				}
+			}
+		}
+		if !s.params.Committed(have) {
+			s.violate("%s acked at %s but only %d shards are durable there", sid(id), s.log.off(off), have)
+		}
+	}
+}
+
+// checkSettled: every stripe sent was either acked or failed.
+func (s *sim) checkSettled() {
+	for _, id := range sortedIDs(s.truth.values) {
+		_, acked := s.truth.acked[id]
+		_, failed := s.truth.failed[id]
+		if !acked && !failed {
+			s.violate("%s was neither acked nor failed", sid(id))
+		}
+		if failed && s.cfg.ExpectNoFailures {
+			s.violate("liveness: %s failed within the fault model: %v", sid(id), s.truth.failed[id])
+		}
+	}
+}
+
+// sortedIDs lists a map's stripe ids in (producer, seq) order.
+func sortedIDs[V any](m map[stripe.ID]V) []stripe.ID {
+	ids := make([]stripe.ID, 0, len(m))
+	for id := range m {
+		ids = append(ids, id)
+	}
+	slices.SortFunc(ids, func(a, b stripe.ID) int {
+		if c := cmp.Compare(a.Producer[0], b.Producer[0]); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.Seq, b.Seq)
+	})
+	return ids
+}

@@ -1,0 +1,218 @@
+package sim
+
+import (
+	"slices"
+	"time"
+
+	"github.com/raidq/raidq/actors/core"
+	"github.com/raidq/raidq/stripe"
+)
+
+// node is one simulated storage node: a slot-owner per one-second range in
+// memory, and a disk that holds what was made durable (slots and seals).
+// Durability follows group commit: every write or seal joins the queue and
+// becomes durable after a short delay, in order; OK is only sent once the
+// write is durable, and a scan is only served once everything queued before
+// it (its own seal included) is durable. A crash loses the memory and the
+// queue; replies that were waiting on the queue are never sent.
+type node struct {
+	s     *sim
+	id    int
+	skew  int64 // node clock minus true time
+	slow  bool
+	up    bool
+	epoch int // bumped by every crash: stale events of older epochs do nothing
+
+	owners map[uint64]*core.Owner       // in memory, by range start
+	mem    map[uint64]core.SlotInfo     // slots accepted since the last restart (write-once check)
+	disk   map[uint64]map[uint64][]byte // durable: range start -> offset -> shard
+	seals  map[uint64]uint64            // durable seals, by range start
+	synced int64                        // true time when everything queued so far is durable
+}
+
+func newNode(s *sim, id int, skew int64, slow bool) *node {
+	return &node{s: s, id: id, skew: skew, slow: slow, up: true, owners: map[uint64]*core.Owner{},
+		mem: map[uint64]core.SlotInfo{}, disk: map[uint64]map[uint64][]byte{}, seals: map[uint64]uint64{}}
+}
+
+func (n *node) clock() int64 { return n.s.now + n.skew }
+
+// owner returns the slot-owner of the range starting at lo, rebuilding it
+// from the disk (durable seal and slots) after a start or a crash.
+func (n *node) owner(lo uint64) *core.Owner {
+	if o := n.owners[lo]; o != nil {
+		return o
+	}
+	p := n.s.params
+	cfg := core.OwnerConfig{Topic: "sim", Lo: lo, Accept: int64(p.AcceptWindow), Future: int64(p.FutureBound)}
+	if n.s.cfg.inject.openWindow {
+		cfg.Accept = int64(time.Hour)
+	}
+	o := core.NewOwner(cfg, n.seals[lo], n.durableSlots(lo))
+	n.owners[lo] = o
+	return o
+}
+
+// durableSlots reads what the disk holds in the range starting at lo.
+func (n *node) durableSlots(lo uint64) map[uint64]core.SlotInfo {
+	slots := map[uint64]core.SlotInfo{}
+	if n.s.cfg.inject.amnesia && n.epoch > 0 {
+		return slots
+	}
+	for off, b := range n.disk[lo] {
+		h, err := stripe.ParseHeader(b)
+		if err != nil {
+			n.s.violate("n%d: durable slot %s unreadable: %v", n.id, n.s.log.off(off), err)
+			continue
+		}
+		slots[off] = core.SlotInfo{ID: h.ID, Index: h.Index, DataCRC: h.DataCRC}
+	}
+	return slots
+}
+
+// durable queues a change behind everything queued so far and runs apply
+// when it is durable, unless the node crashed before.
+func (n *node) durable(apply func()) {
+	done := max(n.synced, n.s.now+1+n.s.rnd.Int64N(max(int64(n.s.cfg.PersistDelay), 1)))
+	n.synced = done
+	n.after(done, apply)
+}
+
+// after runs fn at time t unless the node crashed before.
+func (n *node) after(t int64, fn func()) {
+	epoch := n.epoch
+	n.s.at(t, func() {
+		if n.epoch == epoch {
+			fn()
+		}
+	})
+}
+
+// write handles one shard write from a producer and replies (possibly
+// after the shard is durable).
+func (n *node) write(p *producer, snd core.Send, b []byte) {
+	s := n.s
+	if !n.up {
+		s.log.add("n%d down: lost write %s#%d", n.id, sid(snd.ID), snd.Attempt)
+		return
+	}
+	sh, err := stripe.Parse(b)
+	if err != nil {
+		s.violate("n%d: producer sent a bad shard: %v", n.id, err)
+		return
+	}
+	d := n.owner(core.RangeStart(snd.Offset)).Write(n.clock(), snd.Offset, &sh.ShardHeader, false)
+	s.log.add("n%d write %s#%d %s -> %s persist=%v barrier=%v", n.id, sid(snd.ID), snd.Attempt, s.log.off(snd.Offset), d.Status, d.Persist, d.Barrier)
+	reply := func() { n.replyWrite(p, snd, d.Status) }
+	switch {
+	case d.Status == core.StatusOK && d.Persist && s.cfg.inject.ackEarly:
+		n.accepted(snd.Offset, sh)
+		reply()
+		n.durable(func() { n.store(snd.Offset, b) })
+	case d.Status == core.StatusOK && d.Persist:
+		n.accepted(snd.Offset, sh)
+		n.durable(func() { n.store(snd.Offset, b); reply() })
+	case d.Status == core.StatusOK:
+		n.after(max(n.synced, s.now), reply) // the same shard again: answer behind the queue
+	default:
+		reply()
+	}
+}
+
+// accepted checks write-once within this life of the node.
+func (n *node) accepted(off uint64, sh stripe.Shard) {
+	si := core.SlotInfo{ID: sh.ID, Index: sh.Index, DataCRC: sh.DataCRC}
+	if cur, ok := n.mem[off]; ok && cur != si {
+		n.s.violate("n%d accepted two shards in slot %s: %s and %s", n.id, n.s.log.off(off), sid(cur.ID), sid(si.ID))
+	}
+	n.mem[off] = si
+}
+
+// store makes a shard durable; a durable slot is never overwritten.
+func (n *node) store(off uint64, b []byte) {
+	lo := core.RangeStart(off)
+	if n.disk[lo] == nil {
+		n.disk[lo] = map[uint64][]byte{}
+	}
+	if cur, ok := n.disk[lo][off]; ok && string(cur) != string(b) {
+		n.s.violate("n%d overwrote durable slot %s", n.id, n.s.log.off(off))
+	}
+	n.disk[lo][off] = b
+}
+
+func (n *node) replyWrite(p *producer, snd core.Send, st core.Status) {
+	clock := n.clock()
+	n.s.send(n.slow, func() string { return sprintf("n%d->p%d reply %s#%d", n.id, p.id, sid(snd.ID), snd.Attempt) },
+		func() { p.reply(snd, n.id, st, clock) })
+}
+
+// scan serves a reader's scan: it seals on the owner, waits for the seal
+// and every earlier write to be durable, then returns the durable slots.
+func (n *node) scan(r *reader, f *flight) {
+	s := n.s
+	if !n.up {
+		s.log.add("n%d down: lost scan r%d", n.id, r.id)
+		return
+	}
+	sc := f.sc
+	lo := core.RangeStart(sc.From)
+	d := n.owner(lo).Scan(n.clock(), sc.From, sc.To, !s.cfg.inject.openWindow)
+	if d.Status != core.StatusOK {
+		s.log.add("n%d scan r%d [%s,%s) -> %s", n.id, r.id, s.log.off(sc.From), s.log.off(sc.To), d.Status)
+		n.replyScan(r, f, core.NodeResult{Node: n.id})
+		return
+	}
+	if d.PersistSeal {
+		seal := d.Seal
+		n.durable(func() { n.seals[lo] = max(n.seals[lo], seal) })
+	}
+	n.after(max(n.synced, s.now), func() {
+		res := core.NodeResult{Node: n.id, Heard: true, Entries: n.entries(lo, sc.From, sc.To)}
+		s.log.add("n%d scan r%d [%s,%s) -> %d slots", n.id, r.id, s.log.off(sc.From), s.log.off(sc.To), len(res.Entries))
+		n.replyScan(r, f, res)
+	})
+}
+
+// entries lists the durable slots of [from, to), in offset order.
+func (n *node) entries(lo, from, to uint64) []core.Entry {
+	var out []core.Entry
+	for off, b := range n.disk[lo] {
+		if off >= from && off < to {
+			out = append(out, core.Entry{Offset: off, Shard: b})
+		}
+	}
+	slices.SortFunc(out, func(a, b core.Entry) int { return cmpU64(a.Offset, b.Offset) })
+	return out
+}
+
+func (n *node) replyScan(r *reader, f *flight, res core.NodeResult) {
+	n.s.send(n.slow, func() string { return sprintf("n%d->r%d scan reply", n.id, r.id) },
+		func() { r.answer(f, res) })
+}
+
+// crash loses memory and the durability queue; restart brings the node
+// back with what is on disk.
+func (n *node) crash() {
+	n.up = false
+	n.epoch++
+	n.owners = map[uint64]*core.Owner{}
+	n.mem = map[uint64]core.SlotInfo{}
+	n.synced = n.s.now
+	n.s.res.Crashes++
+	n.s.log.add("n%d CRASH", n.id)
+}
+
+func (n *node) restart() {
+	n.up = true
+	n.s.log.add("n%d restart", n.id)
+}
+
+func cmpU64(a, b uint64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}

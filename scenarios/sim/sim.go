@@ -1,0 +1,194 @@
+package sim
+
+import (
+	"math/rand/v2"
+	"time"
+
+	"github.com/raidq/raidq/stripe"
+	"github.com/raidq/raidq/stripe/quorum"
+)
+
+// Simulation constants: the parts of the scenario no seed varies.
+const (
+	epoch0      = int64(1_700_000_000) * int64(time.Second) // simulated wall clock at start
+	writeStart  = 50 * int64(time.Millisecond)              // producers start this long after epoch0
+	tickEvery   = 10 * int64(time.Millisecond)              // producer Writer.Tick period
+	pollEvery   = 20 * int64(time.Millisecond)              // reader wake-up when it has nothing to scan
+	scanTimeout = 400 * int64(time.Millisecond)             // a scan waits this long for its nodes (> 2x slowest hop)
+	runLimit    = 60 * int64(time.Second)                   // a run that has not finished by then is stuck
+	maxReported = 30                                        // violations kept per run
+)
+
+// sim is one run: the world, its clock and its event queue.
+type sim struct {
+	cfg    Config
+	params quorum.Params
+	rnd    *rand.Rand
+	now    int64 // true simulated time (ns); actors see it through their skewed clocks
+	seq    uint64
+	q      eventQueue
+	log    logger
+
+	nodes   []*node
+	prods   []*producer
+	readers []*reader
+	truth   *truth
+
+	prodsLeft   int    // producers with stripes still in flight
+	readersLeft int    // readers not yet past the end
+	end         uint64 // once prodsLeft == 0: one past the highest offset any attempt used
+	res         Result
+}
+
+// Run plays one scenario and checks it. The same Config gives the same
+// Result, log included.
+func Run(cfg Config) Result {
+	s := newSim(cfg)
+	if err := s.params.Validate(); err != nil {
+		s.violate("bad config: %v", err)
+		return s.res
+	}
+	s.schedule()
+	s.loop()
+	s.check()
+	s.res.SimTime = time.Duration(s.now - epoch0)
+	s.res.Log = s.log.lines()
+	return s.res
+}
+
+func newSim(cfg Config) *sim {
+	p := quorum.Default()
+	p.N, p.K, p.W = cfg.Nodes, cfg.K, cfg.W
+	s := &sim{cfg: cfg, params: p, rnd: rand.New(rand.NewPCG(cfg.Seed, 0x7a1d)), now: epoch0, truth: newTruth()}
+	s.log.s = s
+	s.res.Config = cfg
+	return s
+}
+
+// schedule builds the world and queues its first events.
+func (s *sim) schedule() {
+	slow := s.rnd.Perm(s.cfg.Nodes)[:min(s.cfg.SlowNodes, s.cfg.Nodes)]
+	for i := range s.cfg.Nodes {
+		s.nodes = append(s.nodes, newNode(s, i, s.skew(s.cfg.NodeSkew), contains(slow, i)))
+	}
+	s.log.add("start %s", s.cfg)
+	shared := s.skew(s.cfg.ProducerSkew) / 4 // conflict mode: one modest skew for all
+	for i := range s.cfg.Producers {
+		skew := s.skew(s.cfg.ProducerSkew)
+		if s.cfg.ConflictQuantum > 0 {
+			skew = shared
+		}
+		s.prods = append(s.prods, newProducer(s, i, skew))
+	}
+	for i := range s.cfg.Readers {
+		s.readers = append(s.readers, newReader(s, i, s.skew(s.cfg.ReaderSkew)))
+	}
+	s.prodsLeft, s.readersLeft = len(s.prods), len(s.readers)
+	for _, p := range s.prods {
+		p.schedule()
+	}
+	for _, r := range s.readers {
+		r.wakeAt(s.now)
+	}
+	s.scheduleCrashes()
+	s.scheduleReaderRestarts()
+}
+
+// loop runs events until every producer and reader is done or the run is
+// stuck.
+func (s *sim) loop() {
+	for s.prodsLeft > 0 || s.readersLeft > 0 {
+		e := s.next()
+		if e == nil {
+			s.violate("no events left with %d producers and %d readers unfinished", s.prodsLeft, s.readersLeft)
+			return
+		}
+		if e.at-epoch0 > runLimit {
+			s.stuck()
+			return
+		}
+		s.now = e.at
+		e.fn()
+	}
+}
+
+// stuck reports who did not finish in time.
+func (s *sim) stuck() {
+	for _, p := range s.prods {
+		if !p.done {
+			s.violate("producer p%d stuck with %d stripes in flight", p.id, p.w.InFlight())
+		}
+	}
+	for _, r := range s.readers {
+		if !r.done {
+			s.violate("reader r%d stuck at %s (frontier %s, end %s)", r.id, s.log.pos(r.r.Pos()), s.log.off(r.r.Frontier()), s.log.off(s.end))
+		}
+	}
+}
+
+// producerDone is called once per producer when its last stripe is done.
+func (s *sim) producerDone() {
+	s.prodsLeft--
+	if s.prodsLeft == 0 {
+		s.end = s.truth.maxOffset + 1
+		s.log.add("all producers done; readers run to %s", s.log.off(s.end))
+	}
+}
+
+// skew draws a clock offset in [-limit, limit].
+func (s *sim) skew(limit time.Duration) int64 {
+	if limit <= 0 {
+		return 0
+	}
+	return s.rnd.Int64N(2*int64(limit)+1) - int64(limit)
+}
+
+// send delivers fn after a network hop (plus the slow node's extra delay),
+// unless the message is lost.
+func (s *sim) send(slow bool, what func() string, fn func()) {
+	if s.rnd.Float64() < s.cfg.DropRate {
+		s.res.Drops++
+		s.log.add("drop %s", what())
+		return
+	}
+	d := 100_000 + s.rnd.Int64N(4_900_000)
+	if slow {
+		d += 50_000_000 + s.rnd.Int64N(100_000_001)
+	}
+	s.at(s.now+d, fn)
+}
+
+func (s *sim) violate(format string, args ...any) {
+	if len(s.res.Violations) == maxReported {
+		s.res.Violations = append(s.res.Violations, "... more violations not listed")
+	}
+	if len(s.res.Violations) > maxReported {
+		return
+	}
+	s.res.Violations = append(s.res.Violations, sprintf(format, args...))
+	s.log.add("VIOLATION "+format, args...)
+}
+
+// truth is what the producers really did, for the checks.
+type truth struct {
+	values    map[stripe.ID][]string // records of every stripe sent
+	byValue   map[string]stripe.ID
+	acked     map[stripe.ID]uint64
+	failed    map[stripe.ID]error
+	offsets   map[stripe.ID][]uint64 // every offset an attempt used
+	maxOffset uint64
+}
+
+func newTruth() *truth {
+	return &truth{values: map[stripe.ID][]string{}, byValue: map[string]stripe.ID{}, acked: map[stripe.ID]uint64{},
+		failed: map[stripe.ID]error{}, offsets: map[stripe.ID][]uint64{}}
+}
+
+func contains(xs []int, x int) bool {
+	for _, y := range xs {
+		if y == x {
+			return true
+		}
+	}
+	return false
+}
