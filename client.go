@@ -150,4 +150,3 @@ func (c *Client) Close() {
 		c.nc.Close()
 	}
 }
-
