@@ -148,7 +148,10 @@ func (c *Consumer) sink(p, gen int) func([]core.Delivery) {
 	}
 }
 
-// Seek restarts every partition at time t (positions are times).
+// Seek restarts every partition at time t (positions are times). In a
+// group: the partitions this member owns now; the next Commit may move
+// their positions backwards, and partitions it takes later start from the
+// group's committed positions.
 func (c *Consumer) Seek(t time.Time) error {
 	if c.group != nil {
 		return c.group.seek(t)

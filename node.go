@@ -38,6 +38,7 @@ const (
 	MaxMetaReplicas           = 5 // metadata survives two of six servers down
 	heartbeatWarnEvery        = 30 * time.Second
 	metaProgressEvery         = 5 * time.Second
+	metaAttemptTimeout        = 5 * time.Second
 	nodeSlotsDir, nodeJSDir   = "slots", "nats"
 	embeddedConnName          = "raidq-node-"
 	defaultNodeConnectTimeout = 5 * time.Second
@@ -391,7 +392,25 @@ func (n *Node) openMeta(ctx context.Context, replicas, servers int) error {
 		}
 	}()
 	var err error
-	n.meta, err = meta.Open(ctx, n.nc, o.Cluster, meta.Options{Create: true, Replicas: replicas, Logger: n.log})
+	if n.server != nil {
+		// A JetStream API request sent before the meta leader is known is
+		// not answered, so wait for the embedded server to be current.
+		if err := n.waitJetStreamCurrent(ctx); err != nil {
+			return fmt.Errorf("node %s: JetStream has no meta leader after %s: %w (are a majority of the servers "+
+				"of the route list up?)", o.ID, time.Since(start).Round(time.Millisecond), err)
+		}
+	}
+	for attempt := 1; ; attempt++ {
+		// Each attempt gets its own, growing deadline: a request lost while
+		// JetStream settles would otherwise wait out the whole of ctx.
+		actx, acancel := context.WithTimeout(ctx, min(time.Duration(attempt)*time.Second, metaAttemptTimeout))
+		n.meta, err = meta.Open(actx, n.nc, o.Cluster, meta.Options{Create: true, Replicas: replicas, Logger: n.log})
+		acancel()
+		if err == nil || ctx.Err() != nil || !errors.Is(err, context.DeadlineExceeded) {
+			break
+		}
+		n.log.Debug("metadata not ready yet", "attempt", attempt, "err", err)
+	}
 	if err != nil {
 		return fmt.Errorf("node %s: metadata (JetStream KV, %d replicas) not available after %s: %w "+
 			"(are enough servers of the route list up? --meta-replicas sets the replica count)",
@@ -402,6 +421,21 @@ func (n *Node) openMeta(ctx context.Context, replicas, servers int) error {
 		return fmt.Errorf("node %s: watch the topic catalog: %w", o.ID, err)
 	}
 	n.log.Info("metadata ready", "replicas", replicas, "took", time.Since(start).Round(time.Millisecond))
+	return nil
+}
+
+// waitJetStreamCurrent waits until the embedded server's JetStream knows
+// its meta leader and is caught up with it.
+func (n *Node) waitJetStreamCurrent(ctx context.Context) error {
+	t := time.NewTicker(20 * time.Millisecond)
+	defer t.Stop()
+	for !n.server.NATS().JetStreamIsCurrent() {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
 	return nil
 }
 

@@ -96,6 +96,15 @@ func TestStartNodeThreeServerMesh(t *testing.T) {
 		}
 	}
 
+	// KV reads may be served by a replica that lags a moment behind.
+	waitFor(t, 10*time.Second, "every member record on every replica", func() bool {
+		for _, n := range nodes {
+			if ms, err := n.Meta().Members(ctx); err != nil || len(ms) != servers {
+				return false
+			}
+		}
+		return true
+	})
 	p := raidq.DefaultParams()
 	p.N, p.K, p.W = 3, 2, 2
 	if _, err := nodes[1].Meta().CreateTopic(ctx, meta.TopicSpec{Name: "orders", Partitions: 2, Params: p}, time.Now()); err != nil {
@@ -160,9 +169,11 @@ func TestStartNodeThreeServerMesh(t *testing.T) {
 	}
 
 	// Stop is graceful and idempotent.
+	stopStart := time.Now()
 	if err := nodes[2].Stop(ctx); err != nil {
 		t.Fatal(err)
 	}
+	t.Logf("graceful stop took %s", time.Since(stopStart).Round(time.Millisecond))
 	if err := nodes[2].Stop(ctx); err != nil {
 		t.Fatalf("second Stop: %v", err)
 	}

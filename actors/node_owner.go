@@ -2,6 +2,7 @@ package actors
 
 import (
 	"fmt"
+	"math"
 	"sync/atomic"
 	"time"
 
@@ -214,7 +215,28 @@ func (n *Node) readPage(m *slotRequest, q bus.ScanReq, d core.ScanDecision) {
 	if d.Unknown {
 		status = bus.StatusUnknown
 	}
-	n.respond(m.msg, pb.Reply(bus.ScanReply{Status: status, NodeClock: n.cfg.Now(), Seal: d.Seal, Birth: birth, Next: next}).Marshal())
+	var after uint64
+	if q.Probe && next == q.To {
+		after, err = n.firstAfter(q)
+		if err != nil {
+			n.stats.StoreErrors.Add(1)
+			n.scanError(m.msg, bus.StatusStoreError, err.Error())
+			return
+		}
+	}
+	n.respond(m.msg, pb.Reply(bus.ScanReply{Status: status, NodeClock: n.cfg.Now(), Seal: d.Seal, Birth: birth, Next: next, After: after}).Marshal())
 }
 
 func isBusy(err error) bool { return err != nil && errorsIs(err, slotstore.ErrBusy) }
+
+// firstAfter returns the first occupied offset at or after q.To in the
+// partition (0 if none): one LevelDB seek, so a reader far behind can skip
+// empty time instead of scanning it second by second.
+func (n *Node) firstAfter(q bus.ScanReq) (uint64, error) {
+	var after uint64
+	err := n.cfg.Store.Scan(q.Topic, q.Partition, q.To, math.MaxUint64, func(off uint64, _ []byte) bool {
+		after = off
+		return false
+	})
+	return after, err
+}

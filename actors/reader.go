@@ -211,7 +211,7 @@ func (a *readerActor) scanNode(sc core.Scan, pos int) core.NodeResult {
 	res := core.NodeResult{Node: pos}
 	from := sc.From
 	for pages := 0; from < sc.To; pages++ {
-		req := bus.ScanReq{Topic: a.topic.Name, Partition: uint32(a.cfg.Partition), From: from, To: sc.To, Seal: true}
+		req := bus.ScanReq{Topic: a.topic.Name, Partition: uint32(a.cfg.Partition), From: from, To: sc.To, Seal: true, Probe: sc.Probe}
 		msg, err := a.c.cfg.Conn.Request(subj, req.Marshal(), a.cfg.ScanTimeout)
 		if err != nil {
 			if err != nats.ErrNoResponders && err != nats.ErrTimeout {
@@ -226,6 +226,7 @@ func (a *readerActor) scanNode(sc core.Scan, pos int) core.NodeResult {
 		for _, e := range rep.Entries {
 			res.Entries = append(res.Entries, core.Entry{Offset: e.Offset, Shard: e.Shard})
 		}
+		res.After = rep.After
 		from = rep.Next
 	}
 	res.Heard = true

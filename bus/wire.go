@@ -19,9 +19,9 @@ package bus
 //	WriteReq    flags u8 (bit0 Repair) | partition u32 | offset u64 |
 //	            topic bytes | shard bytes
 //	WriteReply  status u8 | nodeClock i64 | detail bytes
-//	ScanReq     flags u8 (bit0 Seal, bit1 HeadersOnly) | partition u32 |
+//	ScanReq     flags u8 (bit0 Seal, bit1 HeadersOnly, bit2 Probe) | partition u32 |
 //	            from u64 | to u64 | maxBytes u32 | topic bytes
-//	ScanReply   status u8 | nodeClock i64 | seal u64 | birth u64 | next u64 |
+//	ScanReply   status u8 | nodeClock i64 | seal u64 | birth u64 | next u64 | after u64 |
 //	            detail bytes | count uvarint | count × (offset u64 | shard bytes)
 //
 // Limits (checked by Validate and by every decoder): a topic passes
@@ -142,11 +142,12 @@ const (
 	writeFlagsKnown   = writeFlagRepair
 	scanFlagSeal      = 1 << 0
 	scanFlagHeaders   = 1 << 1
-	scanFlagsKnown    = scanFlagSeal | scanFlagHeaders
+	scanFlagProbe     = 1 << 2
+	scanFlagsKnown    = scanFlagSeal | scanFlagHeaders | scanFlagProbe
 	fixedWriteReq     = 2 + 1 + 4 + 8         // header, flags, partition, offset
 	fixedWriteReply   = 2 + 1 + 8             // header, status, clock
 	fixedScanReq      = 2 + 1 + 4 + 8 + 8 + 4 // header, flags, partition, from, to, maxBytes
-	fixedScanReply    = 2 + 1 + 8 + 8 + 8 + 8 // header, status, clock, seal, birth, next
+	fixedScanReply    = 2 + 1 + 8 + 8 + 8 + 8 + 8 // header, status, clock, seal, birth, next, after
 	minScanEntryBytes = 8 + 1 + 1             // offset, length, one shard byte
 )
 
@@ -360,6 +361,10 @@ type ScanReq struct {
 	MaxBytes    uint32
 	Seal        bool
 	HeadersOnly bool
+	// Probe asks the node for the first occupied offset at or after To
+	// in the partition (ScanReply.After), so a reader far behind can skip
+	// empty time.
+	Probe bool
 }
 
 // Validate checks the limits of the wire format; DecodeScanReq applies it.
@@ -397,6 +402,9 @@ func (m ScanReq) Append(dst []byte) []byte {
 	if m.HeadersOnly {
 		flags |= scanFlagHeaders
 	}
+	if m.Probe {
+		flags |= scanFlagProbe
+	}
 	dst = append(dst, byte(TypeScanReq), Version, flags)
 	dst = binary.BigEndian.AppendUint32(dst, m.Partition)
 	dst = binary.BigEndian.AppendUint64(dst, m.From)
@@ -419,6 +427,7 @@ func DecodeScanReq(b []byte) (ScanReq, error) {
 	}
 	m.Seal = flags&scanFlagSeal != 0
 	m.HeadersOnly = flags&scanFlagHeaders != 0
+	m.Probe = flags&scanFlagProbe != 0
 	m.Partition = r.u32("partition")
 	m.From = r.u64("from")
 	m.To = r.u64("to")
@@ -454,6 +463,7 @@ type ScanReply struct {
 	Seal      uint64 // the range seal after this scan
 	Birth     uint64 // node incarnation birth (unix ns)
 	Next      uint64 // scan resumes here; == req.To when complete
+	After     uint64 // with req.Probe, on the last page: first occupied offset >= req.To, 0 if none
 	Entries   []ScanEntry
 }
 
@@ -506,6 +516,7 @@ func (m ScanReply) Append(dst []byte) []byte {
 	dst = binary.BigEndian.AppendUint64(dst, m.Seal)
 	dst = binary.BigEndian.AppendUint64(dst, m.Birth)
 	dst = binary.BigEndian.AppendUint64(dst, m.Next)
+	dst = binary.BigEndian.AppendUint64(dst, m.After)
 	dst = appendString(dst, m.Detail)
 	dst = binary.AppendUvarint(dst, uint64(len(m.Entries)))
 	for _, e := range m.Entries {
@@ -529,6 +540,7 @@ func DecodeScanReply(b []byte) (ScanReply, error) {
 	m.Seal = r.u64("seal")
 	m.Birth = r.u64("birth")
 	m.Next = r.u64("next")
+	m.After = r.u64("after")
 	m.Detail = string(r.bytes("detail", MaxDetail))
 	count := r.uvarint("entry count", MaxScanEntries)
 	if r.err == nil && count > uint64(len(r.b)/minScanEntryBytes) {

@@ -312,7 +312,7 @@ func (h hand) uv(v uint64) hand      { return binary.AppendUvarint(h, v) }
 func (h hand) raw(b ...byte) hand    { return append(h, b...) }
 func (h hand) str(s string) hand     { return append(h.uv(uint64(len(s))), s...) }
 func (h hand) zeros(n int) hand      { return append(h, make([]byte, n)...) }
-func scanReplyHead(status byte) hand { return hand{4, 1}.u8(status).u64(0).u64(0).u64(0).u64(100) }
+func scanReplyHead(status byte) hand { return hand{4, 1}.u8(status).u64(0).u64(0).u64(0).u64(100).u64(0) }
 
 func TestDecodeRejectsBadFields(t *testing.T) {
 	wr := func(flags byte) hand { return hand{1, 1}.u8(flags).u32(0).u64(0) }
@@ -336,7 +336,7 @@ func TestDecodeRejectsBadFields(t *testing.T) {
 		{"write reply bad status 10", hand{2, 1}.u8(10).u64(0).uv(0), "unknown status 10"},
 		{"write reply long detail", hand{2, 1}.u8(1).u64(0).str(strings.Repeat("d", 257)), "detail length 257 exceeds 256"},
 		{"scan ok baseline", sr(3).u64(1).u64(2).u32(0).str("t"), ""},
-		{"scan unknown flag", sr(4).u64(1).u64(2).u32(0).str("t"), "unknown flags 0x04"},
+		{"scan unknown flag", sr(8).u64(1).u64(2).u32(0).str("t"), "unknown flags 0x08"},
 		{"scan reversed", sr(0).u64(3).u64(2).u32(0).str("t"), "range [3, 2) is reversed"},
 		{"scan reply ok baseline", scanReplyHead(1).uv(0).uv(1).u64(5).str("s"), ""},
 		{"scan reply too many entries", scanReplyHead(1).uv(0).uv(MaxScanEntries + 1), "entry count 65537 exceeds 65536"},

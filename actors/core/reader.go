@@ -37,13 +37,19 @@ type ReaderConfig struct {
 	RescanEvery int64
 	// DedupeHorizon: stripe ids are remembered for this many ns of offsets.
 	DedupeHorizon uint64
+	// SkipBehind: a reader more than this far behind now-D probes for the
+	// next occupied offset and jumps over empty time (0: never). It must
+	// exceed the accept window plus clock skew, because skipped ranges are
+	// not sealed: only the nodes' accept window keeps writes out of them.
+	SkipBehind uint64
 }
 
 // DefaultReaderConfig derives reader rules from topic parameters. The
 // look-ahead covers a producer's whole retry span.
 func DefaultReaderConfig(p quorum.Params) ReaderConfig {
 	return ReaderConfig{Params: p, Window: RangeNanos, LookAhead: 2_000_000_000,
-		InDoubtWait: 1_000_000_000, RescanEvery: 100_000_000, DedupeHorizon: 60_000_000_000}
+		InDoubtWait: 1_000_000_000, RescanEvery: 100_000_000, DedupeHorizon: 60_000_000_000,
+		SkipBehind: 10_000_000_000}
 }
 
 // Scan is one scan the reader wants run: [From, To) on the listed
@@ -52,6 +58,10 @@ type Scan struct {
 	From, To uint64
 	Nodes    []int
 	Rescan   bool
+	// Probe: also ask each node for its first occupied offset at or after
+	// To; with the answers the reader skips empty time up to ProbeLimit.
+	Probe      bool
+	ProbeLimit uint64
 }
 
 // Entry is one slot a node returned.
@@ -65,6 +75,7 @@ type NodeResult struct {
 	Node    int
 	Heard   bool // answered OK for the whole range (and sealed it)
 	Entries []Entry
+	After   uint64 // with Scan.Probe: the node's first occupied offset >= To (0: none)
 }
 
 // Delivery is one record ready for consumers.
@@ -164,7 +175,27 @@ func (r *Reader) Next(now int64) (Scan, bool) {
 	if to <= from {
 		return Scan{}, false
 	}
-	return Scan{From: from, To: to, Nodes: r.all()}, true
+	sc := Scan{From: from, To: to, Nodes: r.all()}
+	if skip := r.cfg.SkipBehind; skip > 0 && limit > skip && to < limit-skip {
+		sc.Probe, sc.ProbeLimit = true, limit-skip
+	}
+	return sc, true
+}
+
+// skip moves the frontier over empty time after a probing scan: no node
+// heard holds anything in [sc.To, target), and since fewer than W nodes
+// are unheard, a stripe committed there would have a shard on a heard
+// node. So nothing committed lies below target.
+func (r *Reader) skip(sc Scan, results []NodeResult) {
+	target := sc.ProbeLimit
+	for _, res := range results {
+		if res.Heard && res.After != 0 {
+			target = min(target, res.After)
+		}
+	}
+	if target > r.frontier {
+		r.frontier = target
+	}
 }
 
 // rescan re-asks the nodes unheard at buffered rows, at most once per
@@ -247,6 +278,9 @@ func (r *Reader) Apply(now int64, sc Scan, results []NodeResult) Output {
 		}
 		r.merge(now, sc, results, &out, true)
 		r.frontier = sc.To
+		if sc.Probe {
+			r.skip(sc, results)
+		}
 	}
 	r.drain(now, &out)
 	return out

@@ -346,13 +346,14 @@ func (j *job) run() {
 				return
 			}
 			ctx, cancel := j.ctx()
-			l, rev, ok, err := j.m.cfg.Meta.AcquireLease(ctx, j.lease, j.m.cfg.NodeID, j.ttl(), j.m.cfg.Now())
+			start := j.m.cfg.Now()
+			l, rev, ok, err := j.m.cfg.Meta.AcquireLease(ctx, j.lease, j.m.cfg.NodeID, j.ttl(), start)
 			cancel()
 			switch {
 			case err != nil:
 				j.log.Warn("acquiring fan-out lease", "err", err)
 			case ok:
-				j.hold(l, rev)
+				j.hold(l, rev, start)
 				continue // try again at once: the lease may still be ours
 			}
 		}
@@ -364,8 +365,7 @@ func (j *job) run() {
 
 // hold publishes while the lease is this node's; it returns when the job
 // stops or the lease is lost.
-func (j *job) hold(l meta.Lease, rev uint64) {
-	acquired := j.m.cfg.Now()
+func (j *job) hold(l meta.Lease, rev uint64, acquired time.Time) {
 	from, err := decodePos(l.Data)
 	if err != nil {
 		j.log.Warn("fan-out lease holds a bad position; starting from the topic's creation", "data", string(l.Data), "err", err)

@@ -443,3 +443,43 @@ func natsHeaderRoundTrip(m *nats.Msg) (*nats.Msg, error) {
 	}
 	return &nats.Msg{Subject: m.Subject, Header: h, Data: m.Data}, nil
 }
+
+// A holder whose renewal is fenced (another node rewrote the lease) stops
+// publishing at once, and resumes from the lease's position once it can
+// take the lease again.
+func TestFanoutFencedRenewalStops(t *testing.T) {
+	e := newEnv(t, 1)
+	col := e.subscribe()
+	const ttl = time.Second
+	m := e.manager("n0", ttl)
+	e.waitFor("n0 holding", 5*time.Second, func() bool { return len(holders(m)[0]) == 1 })
+	c := e.client("producer")
+	first := e.produce(c, 0, 100)
+	e.waitFor("first batch published", 20*time.Second, func() bool { return col.distinct() >= len(first) })
+	// A thief rewrites the live lease (keeping its position): n0's next
+	// renewal is fenced.
+	ctx := context.Background()
+	l, rev, err := e.meta.ReadLease(ctx, LeaseName(topic, 0))
+	if err != nil || rev == 0 {
+		t.Fatalf("read lease: %+v %d %v", l, rev, err)
+	}
+	if _, err := e.meta.RenewLease(ctx, LeaseName(topic, 0), "thief", ttl, time.Now(), rev, l.Data); err != nil {
+		t.Fatal(err)
+	}
+	e.waitFor("n0 to stop publishing", ttl, func() bool { return len(holders(m)[0]) == 0 })
+	before := len(col.snapshot())
+	stopped := time.Now()
+	second := e.produce(c, 100, 200)
+	// Nothing is published while the thief's lease is live...
+	for time.Since(stopped) < ttl*7/10 {
+		if n := len(col.snapshot()); n != before {
+			t.Fatalf("%d messages published by a fenced holder", n-before)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	// ...then n0 takes the expired lease back and resumes from its position.
+	all := append(first, second...)
+	e.waitFor("every record published after n0 took the lease back", 20*time.Second, func() bool { return col.distinct() >= len(all) })
+	dups := check(t, col, all)
+	t.Logf("%d replayed after the lease came back", dups)
+}
