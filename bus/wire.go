@@ -144,11 +144,11 @@ const (
 	scanFlagHeaders   = 1 << 1
 	scanFlagProbe     = 1 << 2
 	scanFlagsKnown    = scanFlagSeal | scanFlagHeaders | scanFlagProbe
-	fixedWriteReq     = 2 + 1 + 4 + 8         // header, flags, partition, offset
-	fixedWriteReply   = 2 + 1 + 8             // header, status, clock
-	fixedScanReq      = 2 + 1 + 4 + 8 + 8 + 4 // header, flags, partition, from, to, maxBytes
+	fixedWriteReq     = 2 + 1 + 4 + 8             // header, flags, partition, offset
+	fixedWriteReply   = 2 + 1 + 8                 // header, status, clock
+	fixedScanReq      = 2 + 1 + 4 + 8 + 8 + 4     // header, flags, partition, from, to, maxBytes
 	fixedScanReply    = 2 + 1 + 8 + 8 + 8 + 8 + 8 // header, status, clock, seal, birth, next, after
-	minScanEntryBytes = 8 + 1 + 1             // offset, length, one shard byte
+	minScanEntryBytes = 8 + 1 + 1                 // offset, length, one shard byte
 )
 
 // uvarintLen is the length of the minimal uvarint encoding of v.

@@ -305,14 +305,16 @@ func TestDecodeAliasesInputCapped(t *testing.T) {
 // hand builds raw messages for the rejection table.
 type hand []byte
 
-func (h hand) u8(v byte) hand        { return append(h, v) }
-func (h hand) u32(v uint32) hand     { return binary.BigEndian.AppendUint32(h, v) }
-func (h hand) u64(v uint64) hand     { return binary.BigEndian.AppendUint64(h, v) }
-func (h hand) uv(v uint64) hand      { return binary.AppendUvarint(h, v) }
-func (h hand) raw(b ...byte) hand    { return append(h, b...) }
-func (h hand) str(s string) hand     { return append(h.uv(uint64(len(s))), s...) }
-func (h hand) zeros(n int) hand      { return append(h, make([]byte, n)...) }
-func scanReplyHead(status byte) hand { return hand{4, 1}.u8(status).u64(0).u64(0).u64(0).u64(100).u64(0) }
+func (h hand) u8(v byte) hand     { return append(h, v) }
+func (h hand) u32(v uint32) hand  { return binary.BigEndian.AppendUint32(h, v) }
+func (h hand) u64(v uint64) hand  { return binary.BigEndian.AppendUint64(h, v) }
+func (h hand) uv(v uint64) hand   { return binary.AppendUvarint(h, v) }
+func (h hand) raw(b ...byte) hand { return append(h, b...) }
+func (h hand) str(s string) hand  { return append(h.uv(uint64(len(s))), s...) }
+func (h hand) zeros(n int) hand   { return append(h, make([]byte, n)...) }
+func scanReplyHead(status byte) hand {
+	return hand{4, 1}.u8(status).u64(0).u64(0).u64(0).u64(100).u64(0)
+}
 
 func TestDecodeRejectsBadFields(t *testing.T) {
 	wr := func(flags byte) hand { return hand{1, 1}.u8(flags).u32(0).u64(0) }
