@@ -183,43 +183,37 @@ func routeHostPort(r string) (string, error) {
 }
 
 // routeServers counts the servers of a NATS cluster from this server's
-// route address and its route list (which may or may not include itself).
+// route address and its route list, which may or may not include this
+// server. A route with this server's port is taken to be this server (or,
+// on hosts that all use one port, means the list is full); without one,
+// this server is added. It can undercount by one (a list of the others
+// only, all on this port), never overcount: replicas above the number of
+// servers could never be placed.
 func routeServers(clusterListen string, routes []string) int {
 	if clusterListen == "" {
 		return 1
 	}
-	canon := func(host string) string {
-		if host == "localhost" {
-			return "127.0.0.1"
-		}
-		return host
-	}
-	selfHost, selfPort, _ := splitHostPort(clusterListen)
-	selfHost = canon(selfHost)
-	selfAny := selfHost == "" || net.ParseIP(selfHost) != nil && net.ParseIP(selfHost).IsUnspecified()
+	_, selfPort, _ := splitHostPort(clusterListen)
 	seen := make(map[string]bool)
-	self := false
+	listed := false
 	for _, r := range routes {
 		hp, err := routeHostPort(r)
 		if err != nil {
 			continue
 		}
 		h, p, _ := net.SplitHostPort(hp)
-		h = canon(h)
-		key := net.JoinHostPort(h, p)
-		if seen[key] {
-			continue
+		if h == "localhost" {
+			h = "127.0.0.1"
 		}
-		seen[key] = true
-		if p == strconv.Itoa(selfPort) && (h == selfHost || selfAny && (h == "127.0.0.1" || h == "::1")) {
-			self = true
+		seen[net.JoinHostPort(h, p)] = true
+		if p == strconv.Itoa(selfPort) {
+			listed = true
 		}
 	}
-	n := len(seen)
-	if !self {
-		n++
+	if !listed {
+		return len(seen) + 1
 	}
-	return n
+	return max(1, len(seen))
 }
 
 // Node is one running storage node (see StartNode).
@@ -539,31 +533,43 @@ func (n *Node) Stop(ctx context.Context) error {
 // shutdown releases whatever is set up, in reverse order.
 func (n *Node) shutdown(ctx context.Context) error {
 	var errs []error
+	var slow []any // steps that took long, for the log
+	step := func(name string, f func() error) {
+		t := time.Now()
+		if err := f(); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", name, err))
+		}
+		if d := time.Since(t); d > time.Second {
+			slow = append(slow, name, d.Round(time.Millisecond))
+		}
+	}
 	if n.hbCancel != nil {
-		n.hbCancel()
-		<-n.hbDone
+		step("stop heartbeat", func() error { n.hbCancel(); <-n.hbDone; return nil })
 	}
 	if n.node != nil {
-		if err := n.node.Stop(ctx); err != nil {
-			errs = append(errs, fmt.Errorf("stop node: %w", err))
-		}
+		step("stop node", func() error { return n.node.Stop(ctx) })
 	}
 	if n.store != nil {
-		if err := n.store.Close(); err != nil {
-			errs = append(errs, fmt.Errorf("close slot store: %w", err))
-		}
-	}
-	if n.catalog != nil {
-		n.catalog.Close()
+		step("close slot store", n.store.Close)
 	}
 	if n.nc != nil {
-		if err := n.nc.FlushTimeout(time.Second); err != nil && !errors.Is(err, nats.ErrConnectionClosed) && n.server == nil {
-			n.log.Debug("flush before leaving", "err", err)
-		}
-		n.nc.Close()
+		step("close NATS connection", func() error {
+			_ = n.nc.FlushTimeout(time.Second)
+			n.nc.Close()
+			return nil
+		})
+	}
+	if n.catalog != nil {
+		// After the connection: stopping the watch asks JetStream to delete
+		// its consumer, which waits out a timeout when the cluster has lost
+		// its quorum (the last servers of a cluster stopping).
+		step("stop catalog watch", func() error { n.catalog.Close(); return nil })
 	}
 	if n.server != nil {
-		n.server.Shutdown()
+		step("shut the NATS server down", func() error { n.server.Shutdown(); return nil })
+	}
+	if len(slow) > 0 {
+		n.log.Warn("slow stop", slow...)
 	}
 	return errors.Join(errs...)
 }

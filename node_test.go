@@ -70,9 +70,7 @@ func TestStartNodeThreeServerMesh(t *testing.T) {
 	t.Cleanup(func() {
 		for _, n := range nodes {
 			if n != nil {
-				st := time.Now()
 				_ = n.Stop(context.Background())
-				t.Logf("TMP stop %s %s", n.ID(), time.Since(st))
 			}
 		}
 	})
@@ -164,7 +162,6 @@ func TestStartNodeThreeServerMesh(t *testing.T) {
 			t.Fatalf("consumed %d of %d", len(got), total)
 		}
 	}
-	t.Logf("TMP consumed at %s", time.Since(start))
 	for i := range total {
 		if !got[fmt.Sprintf("m-%d", i)] {
 			t.Fatalf("m-%d not consumed", i)

@@ -122,6 +122,7 @@ func StartNode(cfg NodeConfig) (*Node, error) {
 	if err := cfg.Conn.Flush(); err != nil {
 		_ = n.sub.Unsubscribe()
 		n.stopActors()
+		n.metrics.Unregister()
 		return nil, fmt.Errorf("node %s: flush subscription: %w", cfg.ID, err)
 	}
 	if err := n.startService(); err != nil {
@@ -168,6 +169,10 @@ func (n *Node) Stop(ctx context.Context) error {
 func (n *Node) Kill() {
 	n.stopOnce.Do(func() {
 		_ = n.sub.Unsubscribe()
+		// Until the server has the UNSUB, it still routes requests here,
+		// where they vanish (the caller waits out its timeout instead of
+		// getting no responders at once).
+		_ = n.cfg.Conn.FlushTimeout(time.Second)
 		n.stopService()
 		n.stopActors()
 		n.replies.Wait()

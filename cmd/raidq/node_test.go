@@ -95,6 +95,37 @@ func TestNodeProcesses(t *testing.T) {
 			"data directory "+slots+" is damaged", "corrupt")
 	})
 
+	t.Run("dev", func(t *testing.T) {
+		port, err := cluster.FreePort()
+		if err != nil {
+			t.Fatal(err)
+		}
+		url := fmt.Sprintf("nats://127.0.0.1:%d", port)
+		p, err := cluster.StartProc("raidq dev", bin, []string{"dev", "--nodes", "6", "--data", t.TempDir(),
+			"--listen", fmt.Sprintf("127.0.0.1:%d", port), "--no-fsync"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer p.Kill()
+		if err := p.WaitStdout("press Ctrl-C to stop", 30*time.Second); err != nil {
+			t.Fatalf("%v\nstdout:\n%s\nstderr:\n%s", err, p.Stdout(), p.Stderr())
+		}
+		for _, w := range []string{url, "n0 n1 n2 n3 n4 n5", "without authentication"} {
+			if !strings.Contains(p.Stdout(), w) {
+				t.Errorf("stdout does not mention %q:\n%s", w, p.Stdout())
+			}
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		if err := cluster.WaitMembers(ctx, url, "raidq", []string{"n0", "n1", "n2", "n3", "n4", "n5"},
+			time.Now().Add(-cluster.HeartbeatSlack), p.Check); err != nil {
+			t.Fatal(err)
+		}
+		if code, err := p.Stop(20 * time.Second); err != nil || code != 0 {
+			t.Fatalf("SIGTERM: exit code %d, %v; stderr:\n%s", code, err, p.Tail(20))
+		}
+	})
+
 	t.Run("six nodes", func(t *testing.T) {
 		start := time.Now()
 		c := cluster.Start(t, cluster.Config{Binary: bin, Dir: t.TempDir(), Nodes: 6, Args: []string{"--no-fsync"}})

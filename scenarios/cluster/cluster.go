@@ -15,8 +15,8 @@
 //	p, err := cluster.StartProc(name, bin, args, env...)
 //	p.Stop(timeout) (exit code, error)  // SIGTERM, wait; kills on timeout
 //	p.Kill()                            // SIGKILL and wait
-//	p.Wait(timeout), p.Signal(sig), p.Exited(), p.ExitCode(), p.Done()
-//	p.Stdout(), p.Stderr(), p.Tail(lines), p.WaitStderr(substr, timeout)
+//	p.Wait(timeout), p.Signal(sig), p.Exited(), p.ExitCode(), p.Done(), p.Check()
+//	p.Stdout(), p.Stderr(), p.Tail(lines), p.WaitStderr/WaitStdout(substr, timeout)
 //
 // Children die with the test process on Linux (parent-death signal), so a
 // test that panics or times out leaves no node behind.

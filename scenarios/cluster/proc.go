@@ -109,6 +109,15 @@ func StartProc(name, bin string, args []string, env ...string) (*Proc, error) {
 	return p, nil
 }
 
+// Check returns an error (with the tail of stderr) once the process has
+// exited: the check argument of WaitMembers for a process that must stay up.
+func (p *Proc) Check() error {
+	if !p.Exited() {
+		return nil
+	}
+	return fmt.Errorf("%s exited (code %d):\n%s", p.Name, p.ExitCode(), p.Tail(15))
+}
+
 // Done is closed when the process has exited.
 func (p *Proc) Done() <-chan struct{} { return p.done }
 
