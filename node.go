@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -266,7 +267,10 @@ func StartNodeContext(ctx context.Context, o NodeOptions) (n *Node, err error) {
 		if errors.Is(err, slotstore.ErrCorrupt) {
 			return nil, fmt.Errorf("node %s: the data directory %s is damaged; refusing to start: %w", o.ID, slots, err)
 		}
-		return nil, fmt.Errorf("node %s: open the slot store in %s (is another node using it?): %w", o.ID, slots, err)
+		if errors.Is(err, syscall.EAGAIN) || errors.Is(err, syscall.EWOULDBLOCK) {
+			return nil, fmt.Errorf("node %s: the data directory %s is locked: is another node running on it? (%w)", o.ID, slots, err)
+		}
+		return nil, fmt.Errorf("node %s: open the slot store in %s: %w", o.ID, slots, err)
 	}
 
 	servers := 1
@@ -395,9 +399,17 @@ func (n *Node) openMeta(ctx context.Context, replicas, servers int) error {
 		}
 	}
 	for attempt := 1; ; attempt++ {
-		// Each attempt gets its own, growing deadline: a request lost while
-		// JetStream settles would otherwise wait out the whole of ctx.
-		actx, acancel := context.WithTimeout(ctx, min(time.Duration(attempt)*time.Second, metaAttemptTimeout))
+		// Each attempt gets its own deadline: requests sent while the
+		// cluster settles (a new meta leader, interest not yet propagated
+		// along the routes) can go unanswered, and one lost request would
+		// otherwise wait out the whole of ctx. The API answers in
+		// milliseconds once settled; later attempts wait longer in case it
+		// is just slow.
+		wait := metaAttemptTimeout
+		if attempt <= 8 {
+			wait = 750 * time.Millisecond
+		}
+		actx, acancel := context.WithTimeout(ctx, wait)
 		n.meta, err = meta.Open(actx, n.nc, o.Cluster, meta.Options{Create: true, Replicas: replicas, Logger: n.log})
 		acancel()
 		if err == nil || ctx.Err() != nil || !errors.Is(err, context.DeadlineExceeded) {

@@ -6,6 +6,7 @@ import (
 	"hash/fnv"
 	"sort"
 	"sync"
+	"time"
 
 	"github.com/raidq/raidq/stripe/quorum"
 )
@@ -24,6 +25,12 @@ type Topic struct {
 	// below it, so readers start no earlier and a node born before it
 	// never answers "unknown" for it.
 	Created uint64
+	// Retention drops whole offset ranges older than now - Retention on
+	// every node (0: keep forever); RetentionBytes drops a partition's
+	// oldest whole ranges while it holds more than this many bytes on a
+	// node (0: no size limit). See actors/retention.go.
+	Retention      time.Duration
+	RetentionBytes int64
 }
 
 // BirthFor returns the incarnation birth that matters for this topic: a
@@ -42,6 +49,9 @@ func (t *Topic) Validate() error {
 	}
 	if err := t.Params.Validate(); err != nil {
 		return fmt.Errorf("topic %q: %w", t.Name, err)
+	}
+	if t.Retention < 0 || t.RetentionBytes < 0 {
+		return fmt.Errorf("topic %q: negative retention", t.Name)
 	}
 	if len(t.Ensembles) != t.Partitions {
 		return fmt.Errorf("topic %q: %d ensembles for %d partitions", t.Name, len(t.Ensembles), t.Partitions)

@@ -49,6 +49,9 @@ type NodeConfig struct {
 	// NoSync says the store was opened with --no-fsync; the node only
 	// reports it (status endpoint).
 	NoSync bool
+	// Repair tunes the node's repair, scrub and retention loops
+	// (actors/repair.go; zero value = defaults).
+	Repair RepairConfig
 }
 
 // Node is one storage node: an actor system (node → partition → slot
@@ -71,11 +74,15 @@ type Node struct {
 	failure  atomic.Pointer[string] // the store failure that stopped the node
 	metrics  *metrics.Node          // nil: no metrics
 	svc      micro.Service          // the raidq-node micro service (node_service.go)
+	maint    *maintenance           // repair, scrub and retention state (repair.go)
 }
 
 // NodeStats are a node's counters (read with atomic loads).
 type NodeStats struct {
 	Writes, Conflicts, Sealed, ClockAhead, BadRequests, Busy, Scans, StoreErrors atomic.Int64
+	// Maintenance (repair.go, scrub.go, retention.go).
+	ShardsRepaired, RepairFailures, StripesBelowN, RepairPasses, RepairPassNanos, Holes atomic.Int64
+	ReAppended, ScrubPasses, ScrubbedShards, ScrubCorrupt, RetentionDropped                atomic.Int64
 }
 
 // StartNode starts the node's actors and subscribes to its subjects.
@@ -103,6 +110,7 @@ func StartNode(cfg NodeConfig) (*Node, error) {
 		return nil, err
 	}
 	n := &Node{cfg: cfg, subjects: subj, scans: make(chan struct{}, cfg.ScanWorkers), started: time.Now()}
+	n.maint = newMaintenance(n)
 	n.cfg.Logger = cfg.Logger.With("node", cfg.ID)
 	if err := n.startMetrics(); err != nil {
 		return nil, fmt.Errorf("node %s: %w", cfg.ID, err)
@@ -283,6 +291,9 @@ type slotRequest struct {
 	write     *bus.WriteReq
 	shard     stripe.ShardHeader
 	scan      *bus.ScanReq
+	// repaired: a repair write from the node's own repair loop (never
+	// from the wire), answered through this callback (repair_write.go).
+	repaired func(core.Status, string)
 }
 
 func (r *slotRequest) rangeStart() uint64 {

@@ -21,6 +21,8 @@ func newNodeActor(n *Node) *nodeActor { return &nodeActor{node: n, parts: make(m
 
 func (a *nodeActor) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
+	case *actor.Started:
+		a.node.spawnMaintenance(ctx) // repair, scrub, retention (repair.go)
 	case *slotRequest:
 		key := fmt.Sprintf("%s/%d", m.topic.Name, m.partition)
 		pid, ok := a.parts[key]

@@ -46,7 +46,9 @@ func (a *ownerActor) Receive(ctx actor.Context) {
 	case *actor.Restarting, *actor.Stopped:
 		a.node.owners.Add(-1) // Started counts it again after a restart
 	case *slotRequest:
-		if m.write != nil {
+		if m.write != nil && m.repaired != nil {
+			a.repairWrite(m) // repair_write.go
+		} else if m.write != nil {
 			a.write(m)
 		} else {
 			a.scan(m)
@@ -153,6 +155,7 @@ func (a *ownerActor) scan(m *slotRequest) {
 		n.scanError(m.msg, bus.StatusBadRequest, fmt.Sprintf("scan [%d,%d) crosses the range boundary %d", q.From, q.To, a.lo+core.RangeNanos))
 		return
 	}
+	a.refreshRepaired() // repair_write.go: what repair has filled below the birth
 	d := a.core.Scan(n.cfg.Now(), q.From, q.To, q.Seal)
 	if d.Status != core.StatusOK {
 		n.scanError(m.msg, bus.Status(d.Status), d.Detail)

@@ -64,6 +64,7 @@ func validNameFast(s string) bool {
 //	raidq.<cluster>.deliver.<topic>.<partition>       decoded records for subscribers
 //	raidq.<cluster>.hb.<node>                         node heartbeats
 //	raidq.<cluster>.status.<node>                     a node's status (its micro service endpoint)
+//	raidq.<cluster>.indoubt.<topic>.<partition>       readers' in-doubt reports, for the nodes' repair loops
 //
 // The message type travels in the payload (see DecodeRequest), so one slot
 // subject carries both writes and scans. The zero value is not usable; build
@@ -76,6 +77,7 @@ type Subjects struct {
 	deliver string // "raidq.<cluster>.deliver."
 	hb      string // "raidq.<cluster>.hb."
 	status  string // "raidq.<cluster>.status."
+	indoubt string // "raidq.<cluster>.indoubt."
 }
 
 // NewSubjects returns the subjects of cluster, which must pass ValidName.
@@ -84,7 +86,8 @@ func NewSubjects(cluster string) (Subjects, error) {
 		return Subjects{}, err
 	}
 	base := SubjectPrefix + "." + cluster + "."
-	return Subjects{cluster: cluster, slot: base + "slot.", deliver: base + "deliver.", hb: base + "hb.", status: base + "status."}, nil
+	return Subjects{cluster: cluster, slot: base + "slot.", deliver: base + "deliver.", hb: base + "hb.", status: base + "status.",
+		indoubt: base + "indoubt."}, nil
 }
 
 // Cluster returns the cluster name the subjects were built for.
@@ -135,6 +138,16 @@ func (s Subjects) HeartbeatAll() string {
 func (s Subjects) Status(node string) string {
 	return s.status + node
 }
+
+// InDoubt returns raidq.<cluster>.indoubt.<topic>.<partition>, where readers
+// publish the offsets they skipped as in doubt (DESIGN §5) so that the
+// nodes' repair loops re-append those that later prove decodable.
+func (s Subjects) InDoubt(topic string, partition uint32) string {
+	return s.indoubt + topic + "." + strconv.FormatUint(uint64(partition), 10)
+}
+
+// InDoubtAll returns raidq.<cluster>.indoubt.>, every topic's in-doubt reports.
+func (s Subjects) InDoubtAll() string { return s.indoubt + ">" }
 
 // ParseSlot splits a slot subject of this cluster into its node, topic and
 // partition. It is strict: the subject must be exactly what Slot builds for

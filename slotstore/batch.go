@@ -6,6 +6,8 @@ type slotPut struct {
 	key   Key
 	enc   []byte // slotKey(key)
 	shard []byte
+	// replace: overwrite a corrupt shard (Batch.ReplaceCorrupt, repair.go).
+	replace bool
 }
 
 type sealSet struct {
@@ -23,6 +25,7 @@ type sealSet struct {
 type Batch struct {
 	puts  []slotPut
 	seals []sealSet
+	metas []metaPut // marks and holes (repair.go)
 	bytes int
 	err   error
 }
@@ -53,7 +56,7 @@ func (b *Batch) SetSeal(topic string, partition uint32, rangeStart uint64, seal 
 }
 
 // Len returns the number of writes in the batch.
-func (b *Batch) Len() int { return len(b.puts) + len(b.seals) }
+func (b *Batch) Len() int { return len(b.puts) + len(b.seals) + len(b.metas) }
 
 func (b *Batch) fail(err error) {
 	if b.err == nil {

@@ -24,6 +24,7 @@ type backend interface {
 type item struct {
 	puts  []slotPut // the batch's puts minus no-op re-puts
 	seals []sealSet
+	metas []metaPut
 	bytes int
 	done  func(error)
 }
@@ -96,7 +97,7 @@ func (c *committer) enqueue(b *Batch, done func(error)) error {
 	for _, p := range puts {
 		c.pending[string(p.enc)] = p.shard
 	}
-	c.queue = append(c.queue, &item{puts: puts, seals: b.seals, bytes: b.bytes, done: done})
+	c.queue = append(c.queue, &item{puts: puts, seals: b.seals, metas: b.metas, bytes: b.bytes, done: done})
 	c.cond.Broadcast()
 	return nil
 }
@@ -120,6 +121,9 @@ func (c *committer) newPutsLocked(puts []slotPut) ([]slotPut, error) {
 	var inBatch map[string][]byte
 	for _, p := range puts {
 		old, ok, err := c.existingLocked(p, inBatch)
+		if p.replace {
+			ok, err = c.checkReplace(p, old, ok, err) // repair.go
+		}
 		if err != nil {
 			return nil, err
 		}

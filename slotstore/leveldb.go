@@ -192,7 +192,10 @@ func (s *levelStore) DropBefore(topic string, partition uint32, before uint64) (
 	if err != nil {
 		return n, err
 	}
-	_, err = s.dropRange(op, partPrefix(tagSeal, topic, partition), before)
+	if _, err = s.dropRange(op, partPrefix(tagSeal, topic, partition), before); err != nil {
+		return n, err
+	}
+	_, err = s.dropRange(op, partPrefix(tagHole, topic, partition), before)
 	return n, err
 }
 
@@ -286,6 +289,14 @@ func (s *levelStore) write(items []*item) error {
 				seals = make(map[string]uint64)
 			}
 			if err := s.raiseSeal(wb, seals, sl); err != nil {
+				return err
+			}
+		}
+		if len(it.metas) > 0 {
+			if seals == nil {
+				seals = make(map[string]uint64)
+			}
+			if err := s.writeMetas(wb, seals, it.metas); err != nil {
 				return err
 			}
 		}

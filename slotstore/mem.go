@@ -33,6 +33,8 @@ type memPart struct {
 	offsets []uint64
 	shards  map[uint64][]byte
 	seals   map[uint64]uint64 // rangeStart → seal
+	marks   map[MarkKind]uint64
+	holes   map[uint64]struct{}
 }
 
 var _ Store = (*MemStore)(nil)
@@ -77,7 +79,8 @@ func (m *MemStore) Crash() *MemStore {
 	defer m.mu.RUnlock()
 	parts := make(map[partID]*memPart, len(m.parts))
 	for id, p := range m.parts {
-		parts[id] = &memPart{offsets: slices.Clone(p.offsets), shards: maps.Clone(p.shards), seals: maps.Clone(p.seals)}
+		parts[id] = &memPart{offsets: slices.Clone(p.offsets), shards: maps.Clone(p.shards), seals: maps.Clone(p.seals),
+			marks: maps.Clone(p.marks), holes: maps.Clone(p.holes)}
 	}
 	return newMem(m.opts, m.inc, parts)
 }
@@ -191,6 +194,7 @@ func (m *MemStore) DropBefore(topic string, partition uint32, before uint64) (in
 	}
 	p.offsets = slices.Clone(p.offsets[n:])
 	maps.DeleteFunc(p.seals, func(rangeStart, _ uint64) bool { return rangeStart < before })
+	p.dropHoles(before)
 	return n, nil
 }
 
@@ -228,6 +232,7 @@ func (m *MemStore) write(items []*item) error {
 			seals := m.part(s.topic, s.partition).seals
 			seals[s.rangeStart] = max(seals[s.rangeStart], s.seal)
 		}
+		m.applyMetas(it.metas)
 	}
 	return nil
 }

@@ -122,11 +122,20 @@ type Store interface {
 	// Seal returns the durable seal of the range starting at rangeStart,
 	// 0 if none. Seals only rise: SetSeal keeps the larger value.
 	Seal(topic string, partition uint32, rangeStart uint64) (uint64, error)
-	// DropBefore deletes every slot and every seal (by rangeStart) of
+	// DropBefore deletes every slot, hole and seal (by rangeStart) of
 	// (topic, partition) with offset < before, and returns how many slots
 	// it deleted. Retention only: deletes are not fsynced (a crash may
 	// bring some back; the next pass drops them again).
 	DropBefore(topic string, partition uint32, before uint64) (int, error)
+	// Mark returns the durable mark kind of (topic, partition), 0 if none
+	// (repair.go). Marks only rise: Batch.RaiseMark keeps the larger value.
+	Mark(kind MarkKind, topic string, partition uint32) (uint64, error)
+	// Holes returns the holes of (topic, partition) in [from, to), in
+	// ascending order (Batch.PutHole; DropBefore drops them).
+	Holes(topic string, partition uint32, from, to uint64) ([]uint64, error)
+	// ApproxBytes estimates the bytes the slots of (topic, partition) in
+	// [from, to) take (size-based retention).
+	ApproxBytes(topic string, partition uint32, from, to uint64) (int64, error)
 	// Incarnation returns this data directory's incarnation.
 	Incarnation() Incarnation
 	// DiskBytes returns the bytes the store uses on disk (0 for MemStore).

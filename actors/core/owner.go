@@ -39,6 +39,9 @@ type Owner struct {
 	cfg   OwnerConfig
 	seal  uint64
 	slots map[uint64]SlotInfo
+	// What repair has filled below the birth (SetRepaired, owner_repair.go).
+	repaired uint64
+	holes    []uint64
 }
 
 // NewOwner rebuilds an owner from the store: its persisted seal and the
@@ -67,6 +70,9 @@ type WriteDecision struct {
 	// Barrier: the same shard was accepted earlier and may still be in the
 	// group-commit queue; reply only after the queue drains up to here.
 	Barrier bool
+	// Replace (repair writes only): the slot holds a corrupt shard that
+	// the new one overwrites (slotstore Batch.ReplaceCorrupt).
+	Replace bool
 	Detail  string
 }
 
@@ -85,10 +91,11 @@ func (o *Owner) Write(now int64, off uint64, h *stripe.ShardHeader, repair bool)
 		return WriteDecision{Status: StatusConflict, Detail: fmt.Sprintf("slot %d holds stripe %s shard %d", off, cur.ID, cur.Index)}
 	}
 	if repair {
-		// Repair writes may go below the seal only once the repair loop
-		// proves the bytes re-encode to the committed stripe (DESIGN §6);
-		// until that loop exists they are refused outright.
-		return WriteDecision{Status: StatusBadRequest, Detail: "repair writes are not enabled on this node"}
+		// Repair writes go below the seal only after the node's own repair
+		// loop has proved that the bytes re-encode to the committed stripe
+		// (DESIGN §6); they reach the owner as RepairWrite, never from the
+		// wire, where the flag is refused.
+		return WriteDecision{Status: StatusBadRequest, Detail: "repair writes are accepted only from the node's own repair loop"}
 	}
 	if d, bad := o.timeCheck(now, off); bad {
 		return d
@@ -120,8 +127,9 @@ type ScanDecision struct {
 	// (so a restarted node keeps refusing writes the reader skipped).
 	PersistSeal bool
 	Seal        uint64
-	// Unknown: part of [from,to) predates the node's incarnation; the
-	// node cannot say "empty" there.
+	// Unknown: part of [from,to) predates the node's incarnation and
+	// repair has not filled it yet (or left a hole there); the node cannot
+	// say "empty" there.
 	Unknown bool
 }
 
@@ -133,7 +141,7 @@ func (o *Owner) Scan(now int64, from, to uint64, seal bool) ScanDecision {
 		return ScanDecision{Status: StatusBadRequest,
 			Detail: fmt.Sprintf("scan [%d,%d) must be non-empty and inside owner range [%d,%d)", from, to, o.cfg.Lo, o.Hi())}
 	}
-	d := ScanDecision{Status: StatusOK, Seal: o.seal, Unknown: from < o.cfg.Birth}
+	d := ScanDecision{Status: StatusOK, Seal: o.seal, Unknown: o.unknown(from, to)}
 	if seal && to > o.seal {
 		if int64(to) > now {
 			return ScanDecision{Status: StatusClockAhead, Seal: o.seal,

@@ -44,7 +44,7 @@ func TestOwnerWrite(t *testing.T) {
 		{name: "beyond future bound", shard: aFar[0], want: StatusClockAhead},
 		{name: "future is fine later", shard: aFar[0], now: int64(mid) + 100*ms, want: StatusOK, persist: true},
 		{name: "before birth", birth: mid + 1, shard: a[0], want: StatusSealed},
-		{name: "repair refused until the repair loop exists", seal: mid + 1, shard: a[0], repair: true, want: StatusBadRequest},
+		{name: "repair flag from the wire refused (RepairWrite is the way in)", seal: mid + 1, shard: a[0], repair: true, want: StatusBadRequest},
 		{name: "outside range", shard: aOut[0], want: StatusBadRequest},
 		{name: "offset disagrees with shard", shard: a[0], off: mid + 1, want: StatusBadRequest},
 	}

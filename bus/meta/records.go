@@ -74,7 +74,8 @@ func (r *TopicRecord) Params() quorum.Params {
 
 // Topic converts the record to the catalog's form.
 func (r *TopicRecord) Topic() *actors.Topic {
-	return &actors.Topic{Name: r.Name, Partitions: r.Partitions, Params: r.Params(), Ensembles: r.Ensembles, Created: r.Created}
+	return &actors.Topic{Name: r.Name, Partitions: r.Partitions, Params: r.Params(), Ensembles: r.Ensembles, Created: r.Created,
+		Retention: time.Duration(r.Retention), RetentionBytes: r.RetentionBytes}
 }
 
 // Validate checks every field, so a bad record never reaches a node.

@@ -121,6 +121,25 @@ func TestNodeProcesses(t *testing.T) {
 			time.Now().Add(-cluster.HeartbeatSlack), p.Check); err != nil {
 			t.Fatal(err)
 		}
+
+		// A node process joining the dev cluster's NATS (--nats), its flags
+		// from a JSON config file; the command line wins over the file.
+		cfg := filepath.Join(t.TempDir(), "node.json")
+		js := fmt.Sprintf(`{"id": "x1", "data": %q, "nats": %q, "insecure": true, "log-level": "debug"}`, t.TempDir(), url)
+		if err := os.WriteFile(cfg, []byte(js), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		x, err := cluster.StartProc("x1", bin, []string{"node", "--config", cfg, "--log-level", "info"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer x.Kill()
+		if err := cluster.WaitMembers(ctx, url, "raidq", []string{"x1"}, time.Now().Add(-cluster.HeartbeatSlack), x.Check); err != nil {
+			t.Fatal(err)
+		}
+		if code, err := x.Stop(20 * time.Second); err != nil || code != 0 || strings.Contains(x.Stderr(), "level=DEBUG") {
+			t.Fatalf("node x1: exit code %d, %v (or debug lines despite --log-level info); stderr:\n%s", code, err, x.Tail(20))
+		}
 		if code, err := p.Stop(20 * time.Second); err != nil || code != 0 {
 			t.Fatalf("SIGTERM: exit code %d, %v; stderr:\n%s", code, err, p.Tail(20))
 		}
@@ -130,6 +149,13 @@ func TestNodeProcesses(t *testing.T) {
 		start := time.Now()
 		c := cluster.Start(t, cluster.Config{Binary: bin, Dir: t.TempDir(), Nodes: 6, Args: []string{"--no-fsync"}})
 		t.Logf("six node processes are members after %s", time.Since(start).Round(time.Millisecond))
+		for _, n := range c.Nodes() {
+			for _, line := range strings.Split(n.Proc.Stderr(), "\n") {
+				if strings.Contains(line, `msg="metadata ready"`) {
+					t.Logf("%s: %s", n.ID, line[strings.Index(line, "msg="):])
+				}
+			}
+		}
 
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()

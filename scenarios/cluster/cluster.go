@@ -369,7 +369,8 @@ func waitMembers(ctx context.Context, url, cluster string, ids []string, since f
 				nc, last = nil, fmt.Errorf("connect: %w", err)
 			}
 		case store == nil:
-			octx, cancel := context.WithTimeout(ctx, 2*time.Second)
+			// Short: a request sent before JetStream settles can go unanswered.
+			octx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
 			s, err := meta.Open(octx, nc, cluster, meta.Options{Timeout: 2 * time.Second, Logger: discard})
 			cancel()
 			if err != nil {

@@ -1,0 +1,58 @@
+package bus
+
+import (
+	"encoding/binary"
+	"fmt"
+)
+
+// InDoubtReport is what a reader publishes on Subjects.InDoubt when it
+// skipped an offset as in doubt (DESIGN §5): the offset and the stripe it
+// could not decode there. The repair loops of the partition's nodes keep
+// it and re-append the stripe at a fresh offset once it proves decodable,
+// so it is delivered late rather than lost. The stripe id travels as its
+// two parts (producer id, sequence); bus does not know the stripe package.
+//
+// Encoding (version 1): version u8 | partition u32 | offset u64 |
+// producer [16]byte | seq u64 | topic bytes (uvarint length + bytes).
+type InDoubtReport struct {
+	Topic     string
+	Partition uint32
+	Offset    uint64
+	Producer  [16]byte
+	Seq       uint64
+}
+
+const inDoubtVersion = 1
+
+// Marshal encodes r.
+func (r InDoubtReport) Marshal() []byte {
+	b := make([]byte, 0, 1+4+8+16+8+bytesLen(len(r.Topic)))
+	b = append(b, inDoubtVersion)
+	b = binary.BigEndian.AppendUint32(b, r.Partition)
+	b = binary.BigEndian.AppendUint64(b, r.Offset)
+	b = append(b, r.Producer[:]...)
+	b = binary.BigEndian.AppendUint64(b, r.Seq)
+	return appendString(b, r.Topic)
+}
+
+// DecodeInDoubt decodes an InDoubtReport; errors wrap ErrBadMessage.
+func DecodeInDoubt(b []byte) (InDoubtReport, error) {
+	var r InDoubtReport
+	if len(b) < 1+4+8+16+8+1 {
+		return r, fmt.Errorf("%w: in-doubt report of %d bytes", ErrBadMessage, len(b))
+	}
+	if b[0] != inDoubtVersion {
+		return r, fmt.Errorf("%w: in-doubt report version %d", ErrBadMessage, b[0])
+	}
+	r.Partition = binary.BigEndian.Uint32(b[1:])
+	r.Offset = binary.BigEndian.Uint64(b[5:])
+	copy(r.Producer[:], b[13:29])
+	r.Seq = binary.BigEndian.Uint64(b[29:])
+	rest := b[37:]
+	n, k := binary.Uvarint(rest)
+	if k <= 0 || n != uint64(len(rest)-k) || !validNameFast(string(rest[k:])) {
+		return InDoubtReport{}, fmt.Errorf("%w: in-doubt report: bad topic", ErrBadMessage)
+	}
+	r.Topic = string(rest[k:])
+	return r, nil
+}

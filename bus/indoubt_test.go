@@ -1,0 +1,30 @@
+package bus
+
+import (
+	"errors"
+	"testing"
+)
+
+func TestInDoubtReportRoundTrip(t *testing.T) {
+	s, err := NewSubjects("c1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := s.InDoubt("orders", 7); got != "raidq.c1.indoubt.orders.7" {
+		t.Errorf("subject %q", got)
+	}
+	if got := s.InDoubtAll(); got != "raidq.c1.indoubt.>" {
+		t.Errorf("wildcard %q", got)
+	}
+	r := InDoubtReport{Topic: "orders", Partition: 7, Offset: 1 << 60, Producer: [16]byte{1, 2, 3}, Seq: 99}
+	b := r.Marshal()
+	got, err := DecodeInDoubt(b)
+	if err != nil || got != r {
+		t.Fatalf("round trip: %+v, %v", got, err)
+	}
+	for _, bad := range [][]byte{nil, b[:len(b)-1], append(append([]byte(nil), b...), 0), append([]byte{2}, b[1:]...)} {
+		if _, err := DecodeInDoubt(bad); !errors.Is(err, ErrBadMessage) {
+			t.Errorf("decode %x: %v", bad, err)
+		}
+	}
+}
