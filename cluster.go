@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/raidq/raidq/actors"
+	"github.com/raidq/raidq/actors/fanout"
 	"github.com/raidq/raidq/bus"
 	"github.com/raidq/raidq/bus/meta"
 	"github.com/raidq/raidq/slotstore"
@@ -46,6 +47,9 @@ type LocalClusterConfig struct {
 	// clients in other processes (the CLI with --nats) see the same topics.
 	// Off (the demo), the catalog is in memory only.
 	Metadata bool
+	// Repair tunes every node's repair, scrub and retention loops (zero
+	// value: the defaults; actors.RepairConfig).
+	Repair actors.RepairConfig
 }
 
 // LocalCluster is an in-process raidq cluster (demo, dev, tests).
@@ -72,6 +76,9 @@ type localNode struct {
 	store slotstore.Store
 	node  *actors.Node
 	slow  time.Duration
+	// With Metadata: the node's fan-out and the client its readers use.
+	client *actors.Client
+	fan    *fanout.Manager
 	// member is the node's member record while it runs (nil when stopped);
 	// the metadata heartbeat refreshes it.
 	member atomic.Pointer[meta.Member]
@@ -148,16 +155,57 @@ func (lc *LocalCluster) startNode(ln *localNode) error {
 		return fmt.Errorf("node %s: connect: %w", ln.id, err)
 	}
 	n, err := actors.StartNode(actors.NodeConfig{ID: ln.id, Cluster: lc.cfg.Cluster, Store: st, Conn: nc,
-		Catalog: lc.catalog, Logger: lc.cfg.Logger, ReplyDelay: ln.slow, Metrics: lc.cfg.Metrics, NoSync: lc.cfg.NoSync})
+		Catalog: lc.catalog, Logger: lc.cfg.Logger, ReplyDelay: ln.slow, Metrics: lc.cfg.Metrics, NoSync: lc.cfg.NoSync,
+		Repair: lc.cfg.Repair})
 	if err != nil {
 		nc.Close()
 		_ = st.Close()
 		return err
 	}
 	ln.store, ln.nc, ln.node = st, nc, n
+	if lc.meta != nil {
+		if err := lc.startFanout(ln); err != nil {
+			lc.stopNode(ln, func() { n.Kill() })
+			return err
+		}
+	}
 	ln.member.Store(&meta.Member{ID: ln.id, ClientURL: lc.ClientURL(), Started: time.Now().UnixNano(),
 		Incarnation: st.Incarnation().String()})
 	return nil
+}
+
+// startFanout runs the node's NATS fan-out (metadata mode only: leases
+// live in the KV buckets).
+func (lc *LocalCluster) startFanout(ln *localNode) error {
+	c, err := actors.NewClient(actors.ClientConfig{Cluster: lc.cfg.Cluster, Conn: ln.nc, Catalog: lc.catalog, Logger: lc.cfg.Logger})
+	if err != nil {
+		return err
+	}
+	f, err := fanout.Start(fanout.Config{NodeID: ln.id, Cluster: lc.cfg.Cluster, Conn: ln.nc, Meta: lc.meta,
+		Catalog: lc.catalog, Client: c, Logger: lc.cfg.Logger.With("node", ln.id)})
+	if err != nil {
+		c.Close()
+		return fmt.Errorf("node %s: fan-out: %w", ln.id, err)
+	}
+	ln.client, ln.fan = c, f
+	return nil
+}
+
+// stopNode stops a node's parts: fan-out, its client, the node (with
+// stop), its connection and store.
+func (lc *LocalCluster) stopNode(ln *localNode, stop func()) {
+	if ln.fan != nil {
+		ln.fan.Stop()
+		ln.fan = nil
+	}
+	if ln.client != nil {
+		ln.client.Close()
+		ln.client = nil
+	}
+	stop()
+	ln.nc.Close()
+	_ = ln.store.Close()
+	ln.node = nil
 }
 
 // NodeIDs lists the node ids in order.
@@ -232,10 +280,8 @@ func (lc *LocalCluster) KillNode(i int) error {
 		return err
 	}
 	ln.member.Store(nil)
-	ln.node.Kill()
-	ln.nc.Close()
-	_ = ln.store.Close()
-	ln.node = nil
+	node := ln.node
+	lc.stopNode(ln, node.Kill)
 	return nil
 }
 
@@ -293,10 +339,8 @@ func (lc *LocalCluster) Close() {
 	for _, ln := range lc.nodes {
 		ln.member.Store(nil)
 		if ln.node != nil {
-			_ = ln.node.Stop(ctx)
-			ln.nc.Close()
-			_ = ln.store.Close()
-			ln.node = nil
+			node := ln.node
+			lc.stopNode(ln, func() { _ = node.Stop(ctx) })
 		}
 	}
 	if lc.watched != nil {

@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/raidq/raidq/actors"
+	"github.com/raidq/raidq/actors/fanout"
 	"github.com/raidq/raidq/bus"
 	"github.com/raidq/raidq/bus/meta"
 	"github.com/raidq/raidq/slotstore"
@@ -82,6 +83,9 @@ type NodeOptions struct {
 
 	// NoSync acknowledges writes before fsync (--no-fsync).
 	NoSync bool
+	// ReplyDelay makes the node answer every request this late: a slow
+	// node for failure drills (hidden flag --reply-delay). Zero: none.
+	ReplyDelay time.Duration
 	// Insecure must be true: authentication is not implemented yet
 	// (ErrAuthNotImplemented).
 	Insecure bool
@@ -227,6 +231,8 @@ type Node struct {
 	meta    *meta.Store
 	catalog *meta.Catalog
 	node    *actors.Node
+	client  *actors.Client  // the node's own client: fan-out readers
+	fanout  *fanout.Manager // publishes decoded records on deliver subjects
 	started int64
 
 	hbCancel context.CancelFunc
@@ -299,9 +305,14 @@ func StartNodeContext(ctx context.Context, o NodeOptions) (n *Node, err error) {
 	}
 
 	n.node, err = actors.StartNode(actors.NodeConfig{ID: o.ID, Cluster: o.Cluster, Store: n.store, Conn: n.nc,
-		Catalog: n.catalog, Logger: o.Logger, Now: o.Now, OnFatal: n.onFatal, Metrics: o.Metrics, NoSync: o.NoSync})
+		Catalog: n.catalog, Logger: o.Logger, Now: o.Now, OnFatal: n.onFatal, Metrics: o.Metrics, NoSync: o.NoSync,
+		ReplyDelay: o.ReplyDelay})
 	if err != nil {
 		return nil, fmt.Errorf("node %s: %w", o.ID, err)
+	}
+
+	if err := n.startFanout(); err != nil {
+		return nil, err
 	}
 
 	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
@@ -316,6 +327,24 @@ func StartNodeContext(ctx context.Context, o NodeOptions) (n *Node, err error) {
 	log.Info("node ready", "client_url", n.ClientURL(), "cluster", o.Cluster, "metadata_replicas", replicas,
 		"fsync", !o.NoSync, "topics", len(n.catalog.Names()))
 	return n, nil
+}
+
+// startFanout starts the node's fan-out: for the partitions it holds it
+// competes for the lease and, holding it, publishes decoded records on
+// raidq.<cluster>.deliver.<topic>.<partition> (DESIGN §8).
+func (n *Node) startFanout() error {
+	o := n.opts
+	c, err := actors.NewClient(actors.ClientConfig{Cluster: o.Cluster, Conn: n.nc, Catalog: n.catalog, Logger: o.Logger})
+	if err != nil {
+		return fmt.Errorf("node %s: fan-out client: %w", o.ID, err)
+	}
+	n.client = c
+	n.fanout, err = fanout.Start(fanout.Config{NodeID: o.ID, Cluster: o.Cluster, Conn: n.nc, Meta: n.meta,
+		Catalog: n.catalog, Client: c, Logger: o.Logger})
+	if err != nil {
+		return fmt.Errorf("node %s: fan-out: %w", o.ID, err)
+	}
+	return nil
 }
 
 // knownServers counts the distinct servers a NATS connection knows of
@@ -557,6 +586,12 @@ func (n *Node) shutdown(ctx context.Context) error {
 	}
 	if n.hbCancel != nil {
 		step("stop heartbeat", func() error { n.hbCancel(); <-n.hbDone; return nil })
+	}
+	if n.fanout != nil {
+		step("stop fan-out", func() error { n.fanout.Stop(); return nil })
+	}
+	if n.client != nil {
+		step("stop node client", func() error { n.client.Close(); return nil })
 	}
 	if n.node != nil {
 		step("stop node", func() error { return n.node.Stop(ctx) })

@@ -30,6 +30,9 @@ type Options struct {
 	Logger  *slog.Logger
 }
 
+// attemptTimeout bounds one try at binding the buckets in Open.
+const attemptTimeout = 2 * time.Second
+
 // Store is the metadata of one raidq cluster.
 type Store struct {
 	cluster string
@@ -64,7 +67,12 @@ func Open(ctx context.Context, nc *nats.Conn, cluster string, o Options) (*Store
 	}
 	s := &Store{cluster: cluster, js: js, opts: o}
 	for {
-		err = s.bind(ctx)
+		// Bound each attempt: a JetStream request sent while the cluster
+		// is still electing its meta leader can go unanswered, and one
+		// attempt must not eat the caller's whole deadline.
+		actx, cancel := context.WithTimeout(ctx, min(o.Timeout, attemptTimeout))
+		err = s.bind(actx)
+		cancel()
 		if err == nil || !retryable(err) {
 			break
 		}

@@ -26,7 +26,7 @@ func TestNodeProcesses(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the raidq binary and starts node processes")
 	}
-	bin := cluster.BuildBinary(t)
+	bin := testBinary(t)
 
 	// run starts the binary and waits for it to exit.
 	run := func(t *testing.T, args ...string) *cluster.Proc {
