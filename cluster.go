@@ -50,6 +50,13 @@ type LocalClusterConfig struct {
 	// Repair tunes every node's repair, scrub and retention loops (zero
 	// value: the defaults; actors.RepairConfig).
 	Repair actors.RepairConfig
+	// Auth turns on authentication and subject permissions on the NATS
+	// server (the users of an auth file, bus.LoadAuthFile); the nodes and
+	// Connect's clients use an in-process node identity. nil: no
+	// authentication. TLS makes the client port require TLS (raidq dev
+	// --tls). See docs/security.md.
+	Auth *bus.AuthConfig
+	TLS  *bus.TLSFiles
 }
 
 // LocalCluster is an in-process raidq cluster (demo, dev, tests).
@@ -112,6 +119,13 @@ func StartLocalCluster(cfg LocalClusterConfig) (*LocalCluster, error) {
 			return nil, err
 		}
 		so.Host, so.Port = host, port
+	}
+	if cfg.Auth != nil || cfg.TLS != nil { // security.go
+		sec, err := bus.NewSecurity(cfg.Cluster, cfg.Auth, cfg.TLS)
+		if err != nil {
+			return nil, fmt.Errorf("local cluster: %w", err)
+		}
+		so.Security = sec
 	}
 	srv, err := bus.StartServer(so)
 	if err != nil {

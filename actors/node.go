@@ -55,13 +55,15 @@ type NodeConfig struct {
 }
 
 // Node is one storage node: an actor system (node → partition → slot
-// owner) behind one NATS subscription on raidq.<cluster>.slot.<node>.>.
+// owner) behind two NATS subscriptions, raidq.<cluster>.slot.<node>.> for
+// writes and raidq.<cluster>.scan.<node>.> for scans (node_guard.go).
 type Node struct {
 	cfg      NodeConfig
 	subjects bus.Subjects
 	system   *actor.ActorSystem
 	root     *actor.PID
-	sub      *nats.Subscription
+	sub      *nats.Subscription // writes: raidq.<cluster>.slot.<node>.>
+	scanSub  *nats.Subscription // scans: raidq.<cluster>.scan.<node>.> (node_guard.go)
 	pending  atomic.Int64
 	scans    chan struct{}
 	scanWG   sync.WaitGroup // scans waiting for or holding a worker
@@ -82,7 +84,11 @@ type NodeStats struct {
 	Writes, Conflicts, Sealed, ClockAhead, BadRequests, Busy, Scans, StoreErrors atomic.Int64
 	// Maintenance (repair.go, scrub.go, retention.go).
 	ShardsRepaired, RepairFailures, StripesBelowN, RepairPasses, RepairPassNanos, Holes atomic.Int64
-	ReAppended, ScrubPasses, ScrubbedShards, ScrubCorrupt, RetentionDropped                atomic.Int64
+	ReAppended, ScrubPasses, ScrubbedShards, ScrubCorrupt, RetentionDropped             atomic.Int64
+	// Refusals of hostile or broken input (node_guard.go), all also counted
+	// in BadRequests: undecodable payloads, subject/payload/metadata
+	// mismatches, and repair writes from the wire.
+	Malformed, Mismatches, ForgedRepairs atomic.Int64
 }
 
 // StartNode starts the node's actors and subscribes to its subjects.
@@ -118,23 +124,21 @@ func StartNode(cfg NodeConfig) (*Node, error) {
 	n.system = NewSystem(n.cfg.Logger)
 	n.root = n.system.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return newNodeActor(n) },
 		actor.WithSupervisor(restartStrategy())))
-	n.sub, err = cfg.Conn.Subscribe(subj.SlotAll(cfg.ID), n.handle)
-	if err != nil {
+	if err := n.subscribe(); err != nil { // node_guard.go: slot and scan subjects
 		n.stopActors()
 		n.metrics.Unregister()
 		return nil, fmt.Errorf("node %s: subscribe: %w", cfg.ID, err)
 	}
-	_ = n.sub.SetPendingLimits(cfg.MaxPending, 512<<20)
 	// Make sure the server has the subscription before callers are told
 	// the node is up (else the first requests find no responders).
 	if err := cfg.Conn.Flush(); err != nil {
-		_ = n.sub.Unsubscribe()
+		n.unsubscribe()
 		n.stopActors()
 		n.metrics.Unregister()
 		return nil, fmt.Errorf("node %s: flush subscription: %w", cfg.ID, err)
 	}
 	if err := n.startService(); err != nil {
-		_ = n.sub.Unsubscribe()
+		n.unsubscribe()
 		n.stopActors()
 		n.metrics.Unregister()
 		return nil, fmt.Errorf("node %s: micro service: %w", cfg.ID, err)
@@ -156,12 +160,7 @@ func (n *Node) Stop(ctx context.Context) error {
 	var err error
 	n.stopOnce.Do(func() {
 		n.stopService()
-		if n.sub != nil {
-			err = n.sub.Drain()
-			for n.sub.IsValid() && ctx.Err() == nil {
-				time.Sleep(time.Millisecond)
-			}
-		}
+		err = n.drainSubs(ctx) // node_guard.go
 		n.drainActors(ctx)
 		n.stopActors()
 		n.settle(ctx)
@@ -176,7 +175,7 @@ func (n *Node) Stop(ctx context.Context) error {
 // stops answering at once. (Durable state is whatever the store synced.)
 func (n *Node) Kill() {
 	n.stopOnce.Do(func() {
-		_ = n.sub.Unsubscribe()
+		n.unsubscribe()
 		// Until the server has the UNSUB, it still routes requests here,
 		// where they vanish (the caller waits out its timeout instead of
 		// getting no responders at once).
@@ -269,6 +268,7 @@ func (n *Node) handle(m *nats.Msg) {
 	}
 	req, err := bus.DecodeRequest(m.Data)
 	if err != nil {
+		n.stats.Malformed.Add(1)
 		n.errReply(m, start, false, bus.StatusBadRequest, err.Error())
 		return
 	}
@@ -293,7 +293,7 @@ type slotRequest struct {
 	scan      *bus.ScanReq
 	// repaired: a repair write from the node's own repair loop (never
 	// from the wire), answered through this callback (repair_write.go).
-	repaired func(core.Status, string)
+	repaired func(bus.Status, string)
 }
 
 func (r *slotRequest) rangeStart() uint64 {
@@ -308,9 +308,9 @@ func (n *Node) route(m *nats.Msg, req any) (*slotRequest, bus.Status, string) {
 	if int(n.pending.Load()) > n.cfg.MaxPending {
 		return nil, bus.StatusBusy, "node overloaded"
 	}
-	node, topic, part, err := n.subjects.ParseSlot(m.Subject)
+	scanSubject, node, topic, part, err := n.subjects.ParseRequest(m.Subject)
 	if err != nil || node != n.cfg.ID {
-		return nil, bus.StatusBadRequest, fmt.Sprintf("bad subject %q", m.Subject)
+		return n.mismatch(bus.StatusBadRequest, "bad subject %q", m.Subject)
 	}
 	r := &slotRequest{msg: m, partition: part}
 	var ptopic string
@@ -321,30 +321,35 @@ func (n *Node) route(m *nats.Msg, req any) (*slotRequest, bus.Status, string) {
 	case bus.ScanReq:
 		r.scan, ptopic, ppart = &q, q.Topic, q.Partition
 	default:
+		n.stats.Malformed.Add(1)
 		return nil, bus.StatusBadRequest, "not a request"
 	}
+	if status, detail := n.checkKind(scanSubject, r); status != 0 { // node_guard.go
+		return nil, status, detail
+	}
 	if ptopic != topic || ppart != part {
-		return nil, bus.StatusBadRequest, fmt.Sprintf("subject names %s/%d, payload %s/%d", topic, part, ptopic, ppart)
+		return n.mismatch(bus.StatusBadRequest, "subject names %s/%d, payload %s/%d", topic, part, ptopic, ppart)
 	}
 	t, err := n.cfg.Catalog.Topic(topic)
 	if err != nil {
-		return nil, bus.StatusBadRequest, err.Error()
+		return n.mismatch(bus.StatusBadRequest, "%s", err.Error())
 	}
 	if int(part) >= t.Partitions {
-		return nil, bus.StatusBadRequest, fmt.Sprintf("topic %s has %d partitions, not %d", topic, t.Partitions, part+1)
+		return n.mismatch(bus.StatusBadRequest, "topic %s has %d partitions, not %d", topic, t.Partitions, part+1)
 	}
 	pos := t.Position(part, n.cfg.ID)
 	if pos < 0 {
-		return nil, bus.StatusWrongNode, fmt.Sprintf("node %s is not in the ensemble of %s/%d", n.cfg.ID, topic, part)
+		return n.mismatch(bus.StatusWrongNode, "node %s is not in the ensemble of %s/%d", n.cfg.ID, topic, part)
 	}
 	r.topic = t
 	if r.write != nil {
 		s, err := stripe.Parse(r.write.Shard)
 		if err != nil {
+			n.stats.Malformed.Add(1)
 			return nil, bus.StatusBadRequest, err.Error()
 		}
 		if int(s.Index) != pos || int(s.N) != t.Params.N || int(s.K) != t.Params.K {
-			return nil, bus.StatusWrongNode, fmt.Sprintf("shard %d of n=%d k=%d sent to ensemble position %d of n=%d k=%d",
+			return n.mismatch(bus.StatusWrongNode, "shard %d of n=%d k=%d sent to ensemble position %d of n=%d k=%d",
 				s.Index, s.N, s.K, pos, t.Params.N, t.Params.K)
 		}
 		r.shard = s.ShardHeader

@@ -103,12 +103,16 @@ func TestNodeKill(t *testing.T) {
 	if err := e.nc.Flush(); err != nil { // the unsubscribe has reached the server
 		t.Fatal(err)
 	}
-	for _, data := range [][]byte{
+	for i, data := range [][]byte{
 		bus.WriteReq{Topic: testTopic, Partition: 0, Offset: midTime + ms, Shard: shardFor(t, 0, 2, midTime+ms)}.Marshal(),
 		bus.ScanReq{Topic: testTopic, Partition: 0, From: base, To: base + second}.Marshal(),
 	} {
 		began := time.Now()
-		_, err := e.nc.Request(e.slot(0), data, requestWait)
+		subject := e.slot(0)
+		if i == 1 {
+			subject = e.subj.Scan(testNode, testTopic, 0)
+		}
+		_, err := e.nc.Request(subject, data, requestWait)
 		if !errors.Is(err, nats.ErrNoResponders) {
 			t.Fatalf("request to a killed node: %v, want %v", err, nats.ErrNoResponders)
 		}
@@ -165,7 +169,7 @@ func testNodeStopDrains(t *testing.T) {
 	for i := n; i < n+scans; i++ {
 		data := bus.ScanReq{Topic: testTopic, Partition: 0, From: base, To: base + second}.Marshal()
 		go func() {
-			msg, err := e.nc.Request(e.slot(0), data, requestWait)
+			msg, err := e.nc.Request(e.subj.Scan(testNode, testTopic, 0), data, requestWait)
 			results <- result{i, msg, err}
 		}()
 	}
@@ -179,7 +183,7 @@ func testNodeStopDrains(t *testing.T) {
 	}()
 	// Stop first drains the subscription; release the store only once it
 	// is under way, so the queued writes are handled during the stop.
-	waitFor(t, "the subscription to drain", func() bool { return !e.node.sub.IsValid() })
+	waitFor(t, "the subscriptions to drain", func() bool { return !e.node.sub.IsValid() && !e.node.scanSub.IsValid() })
 	e.mem.Release()
 	if err := <-stopped; err != nil {
 		t.Fatalf("Stop: %v", err)

@@ -142,6 +142,7 @@ func (a *ownerActor) count(s core.Status) {
 		st.ClockAhead.Add(1)
 	case core.StatusBadRequest:
 		st.BadRequests.Add(1)
+		st.Mismatches.Add(1) // the request's offset disagrees with its shard's (node_guard.go)
 	}
 }
 

@@ -59,7 +59,7 @@ func TestNodeScanPaging(t *testing.T) {
 		from := q.From
 		for from < q.To {
 			q.From = from
-			raw := e.request(e.slot(0), q.Marshal())
+			raw := e.request(e.subj.Scan(testNode, testTopic, 0), q.Marshal())
 			if len(raw) > maxPayload {
 				t.Fatalf("page of %d bytes exceeds the %d max payload", len(raw), maxPayload)
 			}

@@ -41,13 +41,42 @@ type NodeCounters struct {
 	Busy        int64 `json:"busy"`
 	Scans       int64 `json:"scans"`
 	StoreErrors int64 `json:"store_errors"`
+	// Maintenance: repair (shards rebuilt and written, fixes that failed,
+	// decodable stripes with fewer than n shards seen by the last complete
+	// pass in the ranges it scanned (a gauge; settled ranges are not
+	// scanned again), passes and the last pass's duration, holes
+	// recorded), in-doubt stripes re-appended, scrub (passes, shards
+	// checked, corrupt found) and retention (slots dropped).
+	ShardsRepaired   int64 `json:"shards_repaired"`
+	RepairFailures   int64 `json:"repair_failures"`
+	StripesBelowN    int64 `json:"stripes_below_n"`
+	RepairPasses     int64 `json:"repair_passes"`
+	RepairPassNanos  int64 `json:"repair_pass_ns"`
+	Holes            int64 `json:"holes"`
+	ReAppended       int64 `json:"reappended"`
+	ScrubPasses      int64 `json:"scrub_passes"`
+	ScrubbedShards   int64 `json:"scrubbed_shards"`
+	ScrubCorrupt     int64 `json:"scrub_corrupt"`
+	RetentionDropped int64 `json:"retention_dropped"`
+	// Refused hostile or broken input, also counted in BadRequests
+	// (actors/node_guard.go): undecodable payloads or shards, requests
+	// whose subject, payload and metadata disagree (topic, partition,
+	// request type, ensemble position), repair writes from the wire.
+	Malformed     int64 `json:"malformed"`
+	Mismatches    int64 `json:"mismatches"`
+	ForgedRepairs int64 `json:"forged_repairs"`
 }
 
 // Snapshot reads the counters.
 func (s *NodeStats) Snapshot() NodeCounters {
 	return NodeCounters{Writes: s.Writes.Load(), Conflicts: s.Conflicts.Load(), Sealed: s.Sealed.Load(),
 		ClockAhead: s.ClockAhead.Load(), BadRequests: s.BadRequests.Load(), Busy: s.Busy.Load(),
-		Scans: s.Scans.Load(), StoreErrors: s.StoreErrors.Load()}
+		Scans: s.Scans.Load(), StoreErrors: s.StoreErrors.Load(),
+		ShardsRepaired: s.ShardsRepaired.Load(), RepairFailures: s.RepairFailures.Load(), StripesBelowN: s.StripesBelowN.Load(),
+		RepairPasses: s.RepairPasses.Load(), RepairPassNanos: s.RepairPassNanos.Load(), Holes: s.Holes.Load(),
+		ReAppended: s.ReAppended.Load(), ScrubPasses: s.ScrubPasses.Load(), ScrubbedShards: s.ScrubbedShards.Load(),
+		ScrubCorrupt: s.ScrubCorrupt.Load(), RetentionDropped: s.RetentionDropped.Load(),
+		Malformed: s.Malformed.Load(), Mismatches: s.Mismatches.Load(), ForgedRepairs: s.ForgedRepairs.Load()}
 }
 
 // NodeStatus is what a node's status endpoint answers (JSON). The fields

@@ -80,6 +80,7 @@ type envOpts struct {
 	ownerIdle  time.Duration // 0 = node default
 	maxPending int
 	wrapStore  func(slotstore.Store) slotstore.Store
+	repair     *RepairConfig // nil: maintenance loops off
 }
 
 // nodeEnv is one node under test behind an in-process NATS server, with a
@@ -140,7 +141,10 @@ func newEnv(t *testing.T, o envOpts) *nodeEnv {
 	mustPut(t, e.cat, &Topic{Name: "elsewhere", Partitions: 1, Params: quorum.Default(), Created: o.created,
 		Ensembles: [][]string{{"a", "b", "c", "d", "e", "f"}}})
 	e.cfg = NodeConfig{ID: testNode, Cluster: testCluster, Store: e.store, Conn: e.nodeNC, Catalog: e.cat,
-		Logger: e.log, Now: e.clock.Now, OwnerIdle: o.ownerIdle, MaxPending: o.maxPending}
+		Logger: e.log, Now: e.clock.Now, OwnerIdle: o.ownerIdle, MaxPending: o.maxPending, Repair: RepairConfig{Disabled: true}}
+	if o.repair != nil {
+		e.cfg.Repair = *o.repair
+	}
 	e.start()
 	return e
 }
@@ -246,7 +250,7 @@ func (e *nodeEnv) scan(q bus.ScanReq) bus.ScanReply {
 	if q.Topic == "" {
 		q.Topic = testTopic
 	}
-	return decodeScan(e.t, e.request(e.subj.Slot(testNode, q.Topic, q.Partition), q.Marshal()))
+	return decodeScan(e.t, e.request(e.subj.Scan(testNode, q.Topic, q.Partition), q.Marshal()))
 }
 
 func expectStatus(t testing.TB, what string, got, want bus.Status, detail string) {
@@ -417,10 +421,10 @@ func TestNodeBadRequests(t *testing.T) {
 	}{
 		{"payload partition differs from subject", e.slot(0), wr(testTopic, 1, off, good), false, bus.StatusBadRequest, "subject names"},
 		{"payload topic differs from subject", e.slot(0), wr("elsewhere", 0, off, good), false, bus.StatusBadRequest, "subject names"},
-		{"scan payload differs from subject", e.slot(1),
+		{"scan payload differs from subject", e.subj.Scan(testNode, testTopic, 1),
 			bus.ScanReq{Topic: testTopic, Partition: 0, From: base, To: base + 1}.Marshal(), true, bus.StatusBadRequest, "subject names"},
 		{"unknown topic", e.subj.Slot(testNode, "nope", 0), wr("nope", 0, off, good), false, bus.StatusBadRequest, `"nope"`},
-		{"unknown topic (scan)", e.subj.Slot(testNode, "nope", 0),
+		{"unknown topic (scan)", e.subj.Scan(testNode, "nope", 0),
 			bus.ScanReq{Topic: "nope", From: base, To: base + 1}.Marshal(), true, bus.StatusBadRequest, `"nope"`},
 		{"partition out of range", e.subj.Slot(testNode, testTopic, 7), wr(testTopic, 7, off, good), false, bus.StatusBadRequest, "partitions"},
 		{"node outside the ensemble", e.subj.Slot(testNode, "elsewhere", 0), wr("elsewhere", 0, off, good), false, bus.StatusWrongNode, "not in the ensemble"},
@@ -438,6 +442,13 @@ func TestNodeBadRequests(t *testing.T) {
 		{"request offset in another range than the shard", e.slot(0), wr(testTopic, 0, off+second, good), false, bus.StatusBadRequest, "outside owner range"},
 		{"malformed subject", e.subj.Slot(testNode, testTopic, 0) + ".extra", wr(testTopic, 0, off, good), false, bus.StatusBadRequest, "bad subject"},
 		{"partition token not a number", "raidq." + testCluster + ".slot." + testNode + "." + testTopic + ".x", wr(testTopic, 0, off, good), false, bus.StatusBadRequest, "bad subject"},
+		// Writes and scans have their own subjects (NATS permissions grant
+		// them separately): the wrong kind on either is refused.
+		{"write request on a scan subject", e.subj.Scan(testNode, testTopic, 0), wr(testTopic, 0, off, good), false, bus.StatusBadRequest, "write request on a scan subject"},
+		{"scan request on a write subject", e.slot(0),
+			bus.ScanReq{Topic: testTopic, Partition: 0, From: base, To: base + 1}.Marshal(), true, bus.StatusBadRequest, "scan request on a write subject"},
+		{"repair flag from the wire", e.slot(0),
+			bus.WriteReq{Topic: testTopic, Partition: 0, Offset: off, Repair: true, Shard: good}.Marshal(), false, bus.StatusBadRequest, "own repair loop"},
 	}
 	for i, c := range cases {
 		reply := e.request(c.subject, c.data)
@@ -456,6 +467,11 @@ func TestNodeBadRequests(t *testing.T) {
 		if got := e.node.Stats().BadRequests.Load(); got != int64(i+1) {
 			t.Errorf("%s: BadRequests = %d after %d bad requests", c.name, got, i+1)
 		}
+	}
+	// Every refusal is counted in one class (visible in status "counters").
+	c := e.node.Stats().Snapshot()
+	if c.Malformed+c.Mismatches+c.ForgedRepairs != c.BadRequests || c.ForgedRepairs != 1 || c.Mismatches < 11 || c.Malformed < 7 {
+		t.Errorf("refusal classes: malformed %d + mismatches %d + forged repairs %d, bad requests %d", c.Malformed, c.Mismatches, c.ForgedRepairs, c.BadRequests)
 	}
 	for _, o := range []uint64{off, off + 1, off + second} {
 		for p := uint32(0); p < 2; p++ {

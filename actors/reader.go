@@ -174,6 +174,10 @@ func (a *readerActor) report(out core.Output) {
 	for _, d := range out.InDoubt {
 		a.log.Warn("offset in doubt: skipped after waiting for unheard nodes", "offset", d.Offset, "stripe", d.Stripe.String(),
 			"shards_seen", d.Seen, "unheard_positions", d.Unheard)
+		// The nodes' repair loops re-append it if it proves decodable later.
+		r := bus.InDoubtReport{Topic: a.topic.Name, Partition: uint32(a.cfg.Partition), Offset: d.Offset,
+			Producer: d.Stripe.Producer, Seq: d.Stripe.Seq}
+		_ = a.c.cfg.Conn.Publish(a.c.subjects.InDoubt(a.topic.Name, uint32(a.cfg.Partition)), r.Marshal())
 	}
 	for _, c := range out.Corrupt {
 		a.log.Warn("corrupt shard treated as missing", "offset", c.Offset, "position", c.Node, "err", c.Err)
@@ -207,7 +211,7 @@ func (a *readerActor) scanAll(sc core.Scan) []core.NodeResult {
 // unheard for this scan.
 func (a *readerActor) scanNode(sc core.Scan, pos int) core.NodeResult {
 	node := a.topic.Ensembles[a.cfg.Partition][pos]
-	subj := a.c.subjects.Slot(node, a.topic.Name, uint32(a.cfg.Partition))
+	subj := a.c.subjects.Scan(node, a.topic.Name, uint32(a.cfg.Partition))
 	res := core.NodeResult{Node: pos}
 	from := sc.From
 	for pages := 0; from < sc.To; pages++ {

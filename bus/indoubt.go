@@ -13,32 +13,38 @@ import (
 // two parts (producer id, sequence); bus does not know the stripe package.
 //
 // Encoding (version 1): version u8 | partition u32 | offset u64 |
-// producer [16]byte | seq u64 | topic bytes (uvarint length + bytes).
+// producer [16]byte | seq u64 | topic bytes | to bytes (bytes: uvarint
+// length + bytes).
 type InDoubtReport struct {
 	Topic     string
 	Partition uint32
 	Offset    uint64
 	Producer  [16]byte
 	Seq       uint64
+	// To, when set, names the one node the report is for: a node hands a
+	// report to the node that must re-append the stripe (which may have
+	// been down when the reader published it). Empty: every node.
+	To string
 }
 
 const inDoubtVersion = 1
 
 // Marshal encodes r.
 func (r InDoubtReport) Marshal() []byte {
-	b := make([]byte, 0, 1+4+8+16+8+bytesLen(len(r.Topic)))
+	b := make([]byte, 0, 1+4+8+16+8+bytesLen(len(r.Topic))+bytesLen(len(r.To)))
 	b = append(b, inDoubtVersion)
 	b = binary.BigEndian.AppendUint32(b, r.Partition)
 	b = binary.BigEndian.AppendUint64(b, r.Offset)
 	b = append(b, r.Producer[:]...)
 	b = binary.BigEndian.AppendUint64(b, r.Seq)
-	return appendString(b, r.Topic)
+	b = appendString(b, r.Topic)
+	return appendString(b, r.To)
 }
 
 // DecodeInDoubt decodes an InDoubtReport; errors wrap ErrBadMessage.
 func DecodeInDoubt(b []byte) (InDoubtReport, error) {
 	var r InDoubtReport
-	if len(b) < 1+4+8+16+8+1 {
+	if len(b) < 1+4+8+16+8+2 {
 		return r, fmt.Errorf("%w: in-doubt report of %d bytes", ErrBadMessage, len(b))
 	}
 	if b[0] != inDoubtVersion {
@@ -48,11 +54,17 @@ func DecodeInDoubt(b []byte) (InDoubtReport, error) {
 	r.Offset = binary.BigEndian.Uint64(b[5:])
 	copy(r.Producer[:], b[13:29])
 	r.Seq = binary.BigEndian.Uint64(b[29:])
-	rest := b[37:]
-	n, k := binary.Uvarint(rest)
-	if k <= 0 || n != uint64(len(rest)-k) || !validNameFast(string(rest[k:])) {
-		return InDoubtReport{}, fmt.Errorf("%w: in-doubt report: bad topic", ErrBadMessage)
+	rd := reader{b: b[37:], what: TypeScanReq}
+	r.Topic = string(rd.bytes("topic", MaxTopicLen))
+	r.To = string(rd.bytes("to", MaxNameLen))
+	rd.end()
+	switch {
+	case rd.err != nil:
+		return InDoubtReport{}, fmt.Errorf("%w: in-doubt report: %v", ErrBadMessage, rd.err)
+	case !validNameFast(r.Topic):
+		return InDoubtReport{}, fmt.Errorf("%w: in-doubt report: bad topic %q", ErrBadMessage, r.Topic)
+	case r.To != "" && !validNameFast(r.To):
+		return InDoubtReport{}, fmt.Errorf("%w: in-doubt report: bad node %q", ErrBadMessage, r.To)
 	}
-	r.Topic = string(rest[k:])
 	return r, nil
 }

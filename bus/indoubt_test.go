@@ -17,10 +17,16 @@ func TestInDoubtReportRoundTrip(t *testing.T) {
 		t.Errorf("wildcard %q", got)
 	}
 	r := InDoubtReport{Topic: "orders", Partition: 7, Offset: 1 << 60, Producer: [16]byte{1, 2, 3}, Seq: 99}
+	for _, to := range []string{"", "n1"} {
+		r.To = to
+		got, err := DecodeInDoubt(r.Marshal())
+		if err != nil || got != r {
+			t.Fatalf("round trip: %+v, %v", got, err)
+		}
+	}
 	b := r.Marshal()
-	got, err := DecodeInDoubt(b)
-	if err != nil || got != r {
-		t.Fatalf("round trip: %+v, %v", got, err)
+	if _, err := DecodeInDoubt(InDoubtReport{Topic: "orders", To: "a.b"}.Marshal()); !errors.Is(err, ErrBadMessage) {
+		t.Errorf("bad node name: %v", err)
 	}
 	for _, bad := range [][]byte{nil, b[:len(b)-1], append(append([]byte(nil), b...), 0), append([]byte{2}, b[1:]...)} {
 		if _, err := DecodeInDoubt(bad); !errors.Is(err, ErrBadMessage) {

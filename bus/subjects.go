@@ -60,20 +60,26 @@ func validNameFast(s string) bool {
 // Subjects builds and parses the NATS subjects of one raidq cluster
 // (DESIGN §10):
 //
-//	raidq.<cluster>.slot.<node>.<topic>.<partition>   write and scan requests to a node
+//	raidq.<cluster>.slot.<node>.<topic>.<partition>   write requests to a node
+//	raidq.<cluster>.scan.<node>.<topic>.<partition>   scan (read) requests to a node
 //	raidq.<cluster>.deliver.<topic>.<partition>       decoded records for subscribers
 //	raidq.<cluster>.hb.<node>                         node heartbeats
 //	raidq.<cluster>.status.<node>                     a node's status (its micro service endpoint)
 //	raidq.<cluster>.indoubt.<topic>.<partition>       readers' in-doubt reports, for the nodes' repair loops
 //
-// The message type travels in the payload (see DecodeRequest), so one slot
-// subject carries both writes and scans. The zero value is not usable; build
+// Writes and scans travel on different subjects so that NATS permissions
+// can let a user read a topic without writing it and the reverse (a
+// producer may publish on slot.*.<topic>.*, a consumer on scan.*.<topic>.*;
+// see auth.go). The message type also travels in the payload (DecodeRequest)
+// and a node refuses a request whose type does not match its subject
+// (ParseRequest). The zero value is not usable; build
 // one with NewSubjects. The builders do not validate node and topic names:
 // callers validate names once (ValidName) when they enter the system, and the
 // builders stay allocation-light on the hot path.
 type Subjects struct {
 	cluster string
 	slot    string // "raidq.<cluster>.slot."
+	scan    string // "raidq.<cluster>.scan."
 	deliver string // "raidq.<cluster>.deliver."
 	hb      string // "raidq.<cluster>.hb."
 	status  string // "raidq.<cluster>.status."
@@ -86,7 +92,7 @@ func NewSubjects(cluster string) (Subjects, error) {
 		return Subjects{}, err
 	}
 	base := SubjectPrefix + "." + cluster + "."
-	return Subjects{cluster: cluster, slot: base + "slot.", deliver: base + "deliver.", hb: base + "hb.", status: base + "status.",
+	return Subjects{cluster: cluster, slot: base + "slot.", scan: base + "scan.", deliver: base + "deliver.", hb: base + "hb.", status: base + "status.",
 		indoubt: base + "indoubt."}, nil
 }
 
@@ -94,10 +100,20 @@ func NewSubjects(cluster string) (Subjects, error) {
 func (s Subjects) Cluster() string { return s.cluster }
 
 // Slot returns raidq.<cluster>.slot.<node>.<topic>.<partition>, the subject
-// on which node serves write and scan requests for one partition.
+// on which node serves write requests for one partition.
 func (s Subjects) Slot(node, topic string, partition uint32) string {
+	return nodeSubject(s.slot, node, topic, partition)
+}
+
+// Scan returns raidq.<cluster>.scan.<node>.<topic>.<partition>, the subject
+// on which node serves scan (read) requests for one partition.
+func (s Subjects) Scan(node, topic string, partition uint32) string {
+	return nodeSubject(s.scan, node, topic, partition)
+}
+
+func nodeSubject(prefix, node, topic string, partition uint32) string {
 	var buf [160]byte
-	b := append(buf[:0], s.slot...)
+	b := append(buf[:0], prefix...)
 	b = append(b, node...)
 	b = append(b, '.')
 	b = append(b, topic...)
@@ -107,9 +123,15 @@ func (s Subjects) Slot(node, topic string, partition uint32) string {
 }
 
 // SlotAll returns raidq.<cluster>.slot.<node>.>, the wildcard a node
-// subscribes to for all its slots.
+// subscribes to for all its write requests.
 func (s Subjects) SlotAll(node string) string {
 	return s.slot + node + ".>"
+}
+
+// ScanAll returns raidq.<cluster>.scan.<node>.>, the wildcard a node
+// subscribes to for all its scan requests.
+func (s Subjects) ScanAll(node string) string {
+	return s.scan + node + ".>"
 }
 
 // Deliver returns raidq.<cluster>.deliver.<topic>.<partition>, where the
@@ -149,20 +171,40 @@ func (s Subjects) InDoubt(topic string, partition uint32) string {
 // InDoubtAll returns raidq.<cluster>.indoubt.>, every topic's in-doubt reports.
 func (s Subjects) InDoubtAll() string { return s.indoubt + ">" }
 
-// ParseSlot splits a slot subject of this cluster into its node, topic and
-// partition. It is strict: the subject must be exactly what Slot builds for
-// valid names (so the partition is canonical decimal without sign or leading
-// zeros). Errors wrap ErrBadSubject and say what is wrong.
+// ParseSlot splits a slot (write) subject of this cluster into its node,
+// topic and partition. It is strict: the subject must be exactly what Slot
+// builds for valid names (so the partition is canonical decimal without
+// sign or leading zeros). Errors wrap ErrBadSubject and say what is wrong.
 func (s Subjects) ParseSlot(subject string) (node, topic string, partition uint32, err error) {
-	rest, ok := strings.CutPrefix(subject, s.slot)
-	if !ok || s.slot == "" {
-		return "", "", 0, fmt.Errorf("%w: %q is not a slot subject of cluster %q (want %s<node>.<topic>.<partition>)",
-			ErrBadSubject, subject, s.cluster, s.slot)
+	return s.parseNodeSubject(subject, s.slot, "slot")
+}
+
+// ParseScan is ParseSlot for a scan subject (what Scan builds).
+func (s Subjects) ParseScan(subject string) (node, topic string, partition uint32, err error) {
+	return s.parseNodeSubject(subject, s.scan, "scan")
+}
+
+// ParseRequest parses a request subject of either kind: scan reports
+// whether it is a scan subject (else it is a slot, write, subject).
+func (s Subjects) ParseRequest(subject string) (scan bool, node, topic string, partition uint32, err error) {
+	if s.scan != "" && strings.HasPrefix(subject, s.scan) {
+		node, topic, partition, err = s.ParseScan(subject)
+		return true, node, topic, partition, err
+	}
+	node, topic, partition, err = s.ParseSlot(subject)
+	return false, node, topic, partition, err
+}
+
+func (s Subjects) parseNodeSubject(subject, prefix, kind string) (node, topic string, partition uint32, err error) {
+	rest, ok := strings.CutPrefix(subject, prefix)
+	if !ok || prefix == "" {
+		return "", "", 0, fmt.Errorf("%w: %q is not a %s subject of cluster %q (want %s<node>.<topic>.<partition>)",
+			ErrBadSubject, subject, kind, s.cluster, prefix)
 	}
 	node, rest, ok1 := strings.Cut(rest, ".")
 	topic, part, ok2 := strings.Cut(rest, ".")
 	if !ok1 || !ok2 || strings.Contains(part, ".") {
-		return "", "", 0, fmt.Errorf("%w: %q: want %s<node>.<topic>.<partition>", ErrBadSubject, subject, s.slot)
+		return "", "", 0, fmt.Errorf("%w: %q: want %s<node>.<topic>.<partition>", ErrBadSubject, subject, prefix)
 	}
 	if !validNameFast(node) {
 		return "", "", 0, fmt.Errorf("%w: %q: %w", ErrBadSubject, subject, ValidName("node", node))

@@ -2,10 +2,10 @@ package slotstore
 
 import (
 	"bytes"
-	"slices"
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/syndtr/goleveldb/leveldb"
 	"github.com/syndtr/goleveldb/leveldb/util"

@@ -61,19 +61,28 @@ type RangePlan struct {
 	From, To uint64
 	Fixes    []Fix
 	// Holes: below Birth, offsets that may have held a committed shard of
-	// this node and whose stripe no peer can rebuild; every peer answered,
-	// so this will not change.
+	// this node and whose stripe no peer can rebuild; every peer answered
+	// (young peers only regain shards of stripes decodable already), so
+	// this will not change.
 	Holes []uint64
 	// Unresolved: offsets that may hold a committed stripe that cannot be
-	// rebuilt yet, while some peer is unheard or young (try again later).
+	// rebuilt yet, while some peer is unheard (try again later).
 	Unresolved []uint64
 	// Complete: every peer answered OK for the whole range.
 	Complete bool
 	// Resolved: once the fixes succeed, every offset below Birth in the
 	// range is known: filled, void, or a hole. Fewer than W-1 peers are
-	// unheard (else a committed stripe could hide entirely on them and
-	// this node) and no offset is unresolved.
+	// not complete (else a committed stripe could hide entirely on them
+	// and this node) and no offset is unresolved.
 	Resolved bool
+	// Settled: once the fixes succeed, nothing more in the range can ever
+	// be rebuilt for this node: fewer than k peers are unheard, and no
+	// offset missing here could become decodable even if every unheard
+	// peer (and every peer with a bad header there) held a shard of its
+	// stripe. (A young peer's page lists all it has; it only gains shards
+	// of stripes that are decodable already.) A walk can leave a settled
+	// range for good, though a peer is down.
+	Settled bool
 	// BelowN counts decodable stripes with fewer than n good shards.
 	BelowN int
 	// Ambiguous counts offsets with two decodable groups (never rebuilt).
@@ -94,15 +103,29 @@ const (
 	cellForeign        // this node: a good shard that is not this position's (never overwritten)
 )
 
+// LocalSlot is one of this node's own slots as its store holds it: the
+// shard's header, or the error its checks (stripe.Parse: both CRCs) failed
+// with. CheckLocal makes one from the stored bytes.
+type LocalSlot struct {
+	Offset uint64
+	Header stripe.ShardHeader // valid when Err is nil
+	Err    error
+}
+
+// CheckLocal checks a stored shard (both CRCs) and keeps its header.
+func CheckLocal(off uint64, b []byte) LocalSlot {
+	s, err := stripe.Parse(b)
+	return LocalSlot{Offset: off, Header: s.ShardHeader, Err: err}
+}
+
 // PlanRange decides what to do with [from, to) given this node's own
-// slots there (whole shards from its store, CRC-checked here) and the
-// peers' answers. probe says the peers were asked for their next occupied
-// offset (PeerScan.After).
-func PlanRange(cfg RepairConfig, from, to uint64, local []Entry, peers []PeerScan, probe bool) RangePlan {
+// slots there and the peers' answers. probe says the peers were asked for
+// their next occupied offset (PeerScan.After).
+func PlanRange(cfg RepairConfig, from, to uint64, local []LocalSlot, peers []PeerScan, probe bool) RangePlan {
 	p := cfg.Params
 	plan := RangePlan{From: from, To: to, Next: to}
-	heardPeer := make([]bool, p.N)
 	complete := make([]bool, p.N)
+	heard := make([]bool, p.N)
 	type cell struct {
 		state uint8
 		h     stripe.ShardHeader
@@ -120,7 +143,7 @@ func PlanRange(cfg RepairConfig, from, to uint64, local []Entry, peers []PeerSca
 		if ps.Node < 0 || ps.Node >= p.N || ps.Node == cfg.Pos || !ps.Heard {
 			continue
 		}
-		heardPeer[ps.Node], complete[ps.Node] = true, ps.Complete
+		complete[ps.Node], heard[ps.Node] = ps.Complete, true
 		for _, e := range ps.Entries {
 			if e.Offset < from || e.Offset >= to {
 				continue
@@ -143,23 +166,25 @@ func PlanRange(cfg RepairConfig, from, to uint64, local []Entry, peers []PeerSca
 			continue
 		}
 		c := &rowOf(e.Offset)[cfg.Pos]
-		s, err := stripe.Parse(e.Shard)
-		if err == nil {
-			if perr := checkPlace(p, &s.ShardHeader, cfg.Pos, e.Offset); perr != nil {
+		if e.Err == nil {
+			if perr := checkPlace(p, &e.Header, cfg.Pos, e.Offset); perr != nil {
 				c.state = cellForeign
 				plan.Corrupt = append(plan.Corrupt, CorruptReport{Node: cfg.Pos, Offset: e.Offset, Err: perr})
 				continue
 			}
-			c.state, c.h = cellGood, s.ShardHeader
+			c.state, c.h = cellGood, e.Header
 			continue
 		}
 		c.state = cellBad
-		plan.Corrupt = append(plan.Corrupt, CorruptReport{Node: cfg.Pos, Offset: e.Offset, Err: err})
+		plan.Corrupt = append(plan.Corrupt, CorruptReport{Node: cfg.Pos, Offset: e.Offset, Err: e.Err})
 	}
-	notComplete := 0
+	notComplete, unheard, unsettled := 0, 0, 0
 	for i := range p.N {
 		if i != cfg.Pos && !complete[i] {
 			notComplete++
+		}
+		if i != cfg.Pos && !heard[i] {
+			unheard++
 		}
 	}
 	plan.Complete = notComplete == 0
@@ -178,12 +203,14 @@ func PlanRange(cfg RepairConfig, from, to uint64, local []Entry, peers []PeerSca
 		}
 		var groups []*group
 		unknown := notComplete // peers that might hold a shard here unseen
+		bad := 0
 		for i, c := range row {
 			if i == cfg.Pos {
 				continue
 			}
 			switch c.state {
 			case cellBad:
+				bad++
 				if complete[i] {
 					unknown++
 				}
@@ -243,19 +270,27 @@ func PlanRange(cfg RepairConfig, from, to uint64, local []Entry, peers []PeerSca
 			plan.Fixes = append(plan.Fixes, fix)
 			continue
 		}
+		if len(decodable) == 0 && maxSeen+unheard+bad >= p.K {
+			unsettled++ // decodable once the unheard peers answer, maybe
+		}
 		if len(decodable) > 1 {
 			plan.Ambiguous++
 		} else if maxSeen+unknown+1 < p.W {
 			continue // void: no stripe can have been committed here
 		}
+		// A committed stripe may have had a shard here. If some peer is
+		// unheard it may still show it; if every peer answered (young ones
+		// included: they only ever regain shards of stripes decodable
+		// already), that is final.
 		switch {
-		case notComplete > 0:
+		case unheard > 0:
 			plan.Unresolved = append(plan.Unresolved, off)
 		case off < cfg.Birth:
 			plan.Holes = append(plan.Holes, off)
 		}
 	}
 	plan.Resolved = notComplete+1 < p.W && len(plan.Unresolved) == 0
+	plan.Settled = unheard < p.K && unsettled == 0
 	if probe && plan.Complete {
 		next := uint64(math.MaxUint64)
 		for _, ps := range peers {
@@ -394,12 +429,12 @@ func RepairSpans(now int64, c SpanConfig) []Span {
 	return out
 }
 
-// StripeAt looks for stripe id at offset off in this node's slot (local,
-// whole shards, CRC-checked) and the peers' headers. It returns the
+// StripeAt looks for stripe id at offset off in this node's slot and the
+// peers' headers. It returns the
 // positions holding good shards of its encoding (the first one found is
 // the reference), and the positions heard (this node and every peer that
 // answered). The stripe is decodable when len(members) >= k.
-func StripeAt(cfg RepairConfig, off uint64, id stripe.ID, local []Entry, peers []PeerScan) (ref stripe.ShardHeader, members, heard []int) {
+func StripeAt(cfg RepairConfig, off uint64, id stripe.ID, local []LocalSlot, peers []PeerScan) (ref stripe.ShardHeader, members, heard []int) {
 	p := cfg.Params
 	found := false
 	add := func(pos int, h stripe.ShardHeader) {
@@ -415,10 +450,8 @@ func StripeAt(cfg RepairConfig, off uint64, id stripe.ID, local []Entry, peers [
 	}
 	heard = append(heard, cfg.Pos)
 	for _, e := range local {
-		if e.Offset == off {
-			if s, err := stripe.Parse(e.Shard); err == nil {
-				add(cfg.Pos, s.ShardHeader)
-			}
+		if e.Offset == off && e.Err == nil {
+			add(cfg.Pos, e.Header)
 		}
 	}
 	for _, ps := range peers {
@@ -437,4 +470,11 @@ func StripeAt(cfg RepairConfig, off uint64, id stripe.ID, local []Entry, peers [
 	sort.Ints(members)
 	sort.Ints(heard)
 	return ref, members, heard
+}
+
+// RetentionCut is where retention by time cuts at now: the start of the
+// owner range holding now - retention. Everything below it is older than
+// the limit; the range holding the limit itself is kept whole.
+func RetentionCut(now int64, retention int64) uint64 {
+	return RangeStart(uint64(max(now-retention, 0)))
 }

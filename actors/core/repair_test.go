@@ -189,14 +189,14 @@ func peersOf(w world, from, to uint64, self int, young, deaf []int) []PeerScan {
 	return out
 }
 
-func localOf(w world, self int, from, to uint64) []Entry {
-	var out []Entry
+func localOf(w world, self int, from, to uint64) []LocalSlot {
+	var out []LocalSlot
 	for off, b := range w[self] {
 		if off >= from && off < to {
-			out = append(out, Entry{Offset: off, Shard: b})
+			out = append(out, CheckLocal(off, b))
 		}
 	}
-	slices.SortFunc(out, func(a, b Entry) int { return int(a.Offset - b.Offset) })
+	slices.SortFunc(out, func(a, b LocalSlot) int { return int(a.Offset - b.Offset) })
 	return out
 }
 
@@ -240,18 +240,33 @@ func TestPlanRange(t *testing.T) {
 	if !slices.Equal(plan.Holes, []uint64{at(5)}) || len(plan.Unresolved) != 0 {
 		t.Errorf("holes %v unresolved %v", plan.Holes, plan.Unresolved)
 	}
-	if !plan.Complete || !plan.Resolved || plan.BelowN != 3 {
-		t.Errorf("complete=%v resolved=%v belowN=%d (want true true 3)", plan.Complete, plan.Resolved, plan.BelowN)
+	if !plan.Complete || !plan.Resolved || !plan.Settled || plan.BelowN != 3 {
+		t.Errorf("complete=%v resolved=%v settled=%v belowN=%d (want true true true 3)", plan.Complete, plan.Resolved, plan.Settled, plan.BelowN)
 	}
 	if len(plan.Corrupt) != 1 || plan.Corrupt[0].Node != self || plan.Corrupt[0].Offset != at(4) {
 		t.Errorf("corrupt %+v", plan.Corrupt)
 	}
 
-	// One peer young (UNKNOWN): the 3-of-4 stripe may be committed with a
-	// shard there; unresolved, not a hole. Fixes still come.
+	// One peer young (UNKNOWN): it lists all it has and only regains
+	// shards of decodable stripes, so nothing more can become decodable
+	// and what is undecided is final: the 3-of-4 stripe is a hole, and so
+	// is the 2-shard one now (with the young peer and this node it could
+	// have reached W). Every committed stripe still shows on a complete
+	// peer, so the range is resolved.
 	plan = PlanRange(cfg, base, base+RangeNanos, localOf(w, self, base, base+RangeNanos), peersOf(w, base, base+RangeNanos, self, []int{5}, nil), false)
-	if plan.Complete || plan.Resolved || len(plan.Holes) != 0 || !slices.Contains(plan.Unresolved, at(5)) || len(plan.Fixes) != 2 {
+	if plan.Complete || !plan.Resolved || !plan.Settled || !slices.Equal(plan.Holes, []uint64{at(5), at(6)}) || len(plan.Unresolved) != 0 || len(plan.Fixes) != 2 {
 		t.Errorf("with a young peer: %+v", plan)
+	}
+	// Three young peers: with this node, four wiped nodes could have held
+	// a whole committed stripe that nobody shows; never resolved.
+	plan = PlanRange(cfg, base, base+RangeNanos, localOf(w, self, base, base+RangeNanos), peersOf(w, base, base+RangeNanos, self, []int{3, 4, 5}, nil), false)
+	if plan.Resolved {
+		t.Error("resolved with three young peers")
+	}
+	// A deaf peer could hold the fourth shard of the 3-of-4 stripes.
+	plan = PlanRange(cfg, base, base+RangeNanos, localOf(w, self, base, base+RangeNanos), peersOf(w, base, base+RangeNanos, self, nil, []int{5}), false)
+	if plan.Settled || plan.Resolved || len(plan.Fixes) != 2 {
+		t.Errorf("with a deaf peer: settled=%v resolved=%v fixes=%d", plan.Settled, plan.Resolved, len(plan.Fixes))
 	}
 	// Three peers deaf: a committed stripe could hide on them and self.
 	empty := newWorld(6)
@@ -260,8 +275,12 @@ func TestPlanRange(t *testing.T) {
 		t.Error("resolved with three of five peers unheard")
 	}
 	plan = PlanRange(cfg, base, base+RangeNanos, nil, peersOf(empty, base, base+RangeNanos, self, nil, []int{0, 1}), false)
-	if !plan.Resolved || plan.Complete {
-		t.Errorf("two peers unheard, nothing seen: resolved=%v complete=%v, want true false", plan.Resolved, plan.Complete)
+	if !plan.Resolved || !plan.Settled || plan.Complete {
+		t.Errorf("two peers unheard, nothing seen: resolved=%v settled=%v complete=%v, want true true false", plan.Resolved, plan.Settled, plan.Complete)
+	}
+	plan = PlanRange(cfg, base, base+RangeNanos, nil, peersOf(empty, base, base+RangeNanos, self, nil, []int{0, 1, 3, 4}), false)
+	if plan.Settled {
+		t.Error("settled with k peers unheard: a stripe could sit decodable on them")
 	}
 
 	// A peer's bad header is reported and counted as unknown.

@@ -1,0 +1,115 @@
+package actors
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/raidq/raidq/actors/core"
+	"github.com/raidq/raidq/bus"
+)
+
+// Repair's requests to the other nodes: the ordinary scan requests of the
+// read path (reader.go), without sealing (repair looks only at ranges
+// beyond every accept window) and, to find what is missing, headers only.
+
+// scanPeers scans [from, to) on every other node of the ensemble, in
+// parallel. dead (optional) names nodes that timed out earlier in the same
+// walk: they are not asked again, and nodes that time out now are added.
+func (m *maintenance) scanPeers(ctx context.Context, t *Topic, p uint32, pos int, from, to uint64, probe bool, dead map[string]bool) []core.PeerScan {
+	ens := t.Ensembles[p]
+	out := make([]core.PeerScan, 0, len(ens)-1)
+	res := make([]core.PeerScan, len(ens))
+	timedOut := make([]bool, len(ens))
+	var wg sync.WaitGroup
+	for i, node := range ens {
+		res[i].Node = i
+		if i == pos || dead[node] {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			res[i], timedOut[i] = m.scanPeer(ctx, node, i, t.Name, p, from, to, probe)
+		}()
+	}
+	wg.Wait()
+	for i := range ens {
+		if i == pos {
+			continue
+		}
+		if timedOut[i] && dead != nil {
+			dead[ens[i]] = true
+		}
+		out = append(out, res[i])
+	}
+	return out
+}
+
+// scanPeer runs every page of a headers-only scan on one node. The second
+// result says the node timed out (not merely absent: no responders).
+func (m *maintenance) scanPeer(ctx context.Context, node string, pos int, topic string, p uint32, from, to uint64, probe bool) (core.PeerScan, bool) {
+	res := core.PeerScan{Node: pos}
+	subj := m.n.subjects.Scan(node, topic, p)
+	complete := true
+	for cur := from; cur < to; {
+		req := bus.ScanReq{Topic: topic, Partition: p, From: cur, To: to, HeadersOnly: true, Probe: probe}
+		rep, size, err := m.request(ctx, subj, req)
+		if err != nil {
+			return res, errors.Is(err, nats.ErrTimeout) || errors.Is(err, context.DeadlineExceeded)
+		}
+		if (rep.Status != bus.StatusOK && rep.Status != bus.StatusUnknown) || rep.Next <= cur || rep.Next > to {
+			return res, false
+		}
+		if rep.Status == bus.StatusUnknown {
+			complete = false
+		}
+		for _, e := range rep.Entries {
+			res.Entries = append(res.Entries, core.Entry{Offset: e.Offset, Shard: e.Shard})
+		}
+		res.After = rep.After
+		cur = rep.Next
+		if m.rate.wait(ctx, size) != nil {
+			return res, false
+		}
+	}
+	res.Heard, res.Complete = true, complete
+	return res, false
+}
+
+// fetchShard reads the whole shard at off from the node at ensemble
+// position pos (a scan of [off, off+1)).
+func (m *maintenance) fetchShard(ctx context.Context, t *Topic, p uint32, pos int, off uint64) ([]byte, error) {
+	node := t.Ensembles[p][pos]
+	req := bus.ScanReq{Topic: t.Name, Partition: p, From: off, To: off + 1}
+	rep, size, err := m.request(ctx, m.n.subjects.Scan(node, t.Name, p), req)
+	if err != nil {
+		return nil, fmt.Errorf("node %s: %w", node, err)
+	}
+	if err := m.rate.wait(ctx, size); err != nil {
+		return nil, err
+	}
+	if rep.Status != bus.StatusOK && rep.Status != bus.StatusUnknown {
+		return nil, fmt.Errorf("node %s answered %s: %s", node, rep.Status, rep.Detail)
+	}
+	if len(rep.Entries) != 1 || rep.Entries[0].Offset != off {
+		return nil, fmt.Errorf("node %s has no shard at %d", node, off)
+	}
+	return rep.Entries[0].Shard, nil
+}
+
+// request sends one scan request and decodes the reply; size is the
+// reply's length (for the rate limit).
+func (m *maintenance) request(ctx context.Context, subj string, req bus.ScanReq) (bus.ScanReply, int, error) {
+	rctx, cancel := context.WithTimeout(ctx, m.cfg.RequestTimeout)
+	defer cancel()
+	msg, err := m.n.cfg.Conn.RequestWithContext(rctx, subj, req.Marshal())
+	if err != nil {
+		return bus.ScanReply{}, 0, err
+	}
+	rep, err := bus.DecodeScanReply(msg.Data)
+	return rep, len(msg.Data), err
+}

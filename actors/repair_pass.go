@@ -1,0 +1,408 @@
+package actors
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/raidq/raidq/actors/core"
+	"github.com/raidq/raidq/bus"
+	"github.com/raidq/raidq/slotstore"
+	"github.com/raidq/raidq/stripe"
+)
+
+// marksEvery is how many ranges a walk goes between saving its marks.
+const marksEvery = 256
+
+// repairPass is one pass of the repair loop over every partition where
+// this node is in the ensemble, after the queued targets.
+func (m *maintenance) repairPass(ctx context.Context) {
+	start := time.Now()
+	m.belowN.Store(0)
+	m.repairTargets(ctx)
+	for _, t := range m.topics() {
+		for p := range t.Partitions {
+			pos := t.Position(uint32(p), m.n.cfg.ID)
+			if pos < 0 {
+				continue
+			}
+			if err := m.repairPartition(ctx, t, uint32(p), pos); err != nil && ctx.Err() == nil {
+				m.log.Warn("repair: partition pass failed", "topic", t.Name, "partition", p, "err", err)
+			}
+			if ctx.Err() != nil {
+				return
+			}
+		}
+	}
+	m.n.stats.RepairPasses.Add(1)
+	m.n.stats.RepairPassNanos.Store(int64(time.Since(start)))
+	m.n.stats.StripesBelowN.Store(m.belowN.Load())
+}
+
+// repairConfig is the core's view of one partition on this node.
+func (m *maintenance) repairConfig(t *Topic, pos int) core.RepairConfig {
+	return core.RepairConfig{Params: t.Params, Pos: pos, Birth: t.BirthFor(m.n.cfg.Store.Incarnation().Birth)}
+}
+
+// repairPartition walks what core.RepairSpans says for one partition.
+func (m *maintenance) repairPartition(ctx context.Context, t *Topic, p uint32, pos int) error {
+	pr, err := m.part(t.Name, p)
+	if err != nil {
+		return err
+	}
+	now := m.n.cfg.Now()
+	rc := m.repairConfig(t, pos)
+	pr.mu.Lock()
+	sc := core.SpanConfig{Created: t.Created, Birth: rc.Birth, Repaired: pr.repaired, Verified: pr.verified, Floor: pr.dropped,
+		Window: int64(m.cfg.Window), CatchUp: int64(m.cfg.CatchUp), Horizon: int64(t.Params.ReadDelay + m.cfg.Margin)}
+	pr.mu.Unlock()
+	if t.Retention > 0 {
+		sc.Floor = max(sc.Floor, uint64(max(now-int64(t.Retention), 0)))
+	}
+	for _, sp := range core.RepairSpans(now, sc) {
+		if err := m.walk(ctx, t, p, rc, pr, sp); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// walk goes through one span range by range: scan the peers' headers and
+// the own slots, plan, fix, and record what is done (settled; in the gap
+// also resolved) so that later passes skip it. A gap walk raises the
+// repaired mark (and records holes) over its done prefix; a window walk
+// raises the verified mark over its done prefix.
+func (m *maintenance) walk(ctx context.Context, t *Topic, p uint32, rc core.RepairConfig, pr *partRepair, sp core.Span) error {
+	set := &pr.winDone
+	if sp.Gap {
+		set = &pr.gapDone
+	}
+	set.pruneBelow(sp.From)
+	var holes []uint64
+	dead := make(map[string]bool) // peers that timed out in this walk: unheard for the rest of it
+	ranges := 0
+	for cur := sp.From; cur < sp.To && ctx.Err() == nil; {
+		if end := set.end(cur); end > cur {
+			cur = end
+			continue
+		}
+		to := min(core.RangeStart(cur)+core.RangeNanos, sp.To)
+		peers := m.scanPeers(ctx, t, p, rc.Pos, cur, to, true, dead)
+		local, err := m.localEntries(t.Name, p, cur, to)
+		if err != nil {
+			return err
+		}
+		plan := core.PlanRange(rc, cur, to, local, peers, true)
+		m.account(t, p, plan)
+		fixed := m.applyFixes(ctx, t, p, rc, plan.Fixes)
+		if sp.Gap {
+			holes = append(holes, plan.Holes...)
+		}
+		// Done for good: nothing left to rebuild here (settled), and in
+		// the gap also known for every offset (resolved).
+		good := fixed && ctx.Err() == nil && plan.Settled && (!sp.Gap || plan.Resolved)
+		next := to
+		if good {
+			end := to
+			if plan.Complete && plan.Next > to { // nothing on any peer up to Next
+				if plan.Next == math.MaxUint64 {
+					end = sp.To
+				} else {
+					end = max(to, min(core.RangeStart(plan.Next), sp.To))
+				}
+			}
+			set.add(cur, end)
+			next = end
+		}
+		cur = next
+		if ranges++; ranges%marksEvery == 0 || len(holes) >= marksEvery {
+			if err := m.saveMarks(ctx, t.Name, p, pr, sp, set, holes); err != nil {
+				return err
+			}
+			holes = nil
+		}
+	}
+	return m.saveMarks(ctx, t.Name, p, pr, sp, set, holes)
+}
+
+// saveMarks makes the holes and the walk's mark durable, then shows them
+// to the slot owners (the mark rises only after every repair write below it
+// was acknowledged, i.e. is durable).
+func (m *maintenance) saveMarks(ctx context.Context, topic string, p uint32, pr *partRepair, sp core.Span, set *intervals, holes []uint64) error {
+	mark := set.end(sp.From)
+	kind := slotstore.MarkVerified
+	pr.mu.Lock()
+	old := pr.verified
+	if sp.Gap {
+		kind, old = slotstore.MarkRepaired, pr.repaired
+	}
+	pr.mu.Unlock()
+	if mark <= old && len(holes) == 0 {
+		return nil
+	}
+	b := &slotstore.Batch{}
+	for _, h := range holes {
+		b.PutHole(topic, p, h)
+	}
+	if mark > old {
+		b.RaiseMark(kind, topic, p, mark)
+	}
+	if err := m.commitWait(ctx, b); err != nil {
+		return err
+	}
+	pr.mu.Lock()
+	defer pr.mu.Unlock()
+	if len(holes) > 0 {
+		merged := slices.Concat(pr.holes, holes)
+		slices.Sort(merged)
+		merged = slices.Compact(merged)
+		m.n.stats.Holes.Add(int64(len(merged) - len(pr.holes)))
+		for _, h := range holes {
+			m.log.Error("repair: offset left unknown for good: it may have held a committed shard of this node, "+
+				"and the other nodes cannot rebuild its stripe", "topic", topic, "partition", p, "offset", h)
+		}
+		pr.holes = merged
+	}
+	if sp.Gap {
+		if mark > pr.repaired {
+			pr.repaired = mark
+			if mark >= sp.To {
+				m.log.Info("repair: refilled the time before this incarnation's birth", "topic", topic, "partition", p, "up_to", mark)
+			}
+		}
+	} else {
+		pr.verified = max(pr.verified, mark)
+	}
+	return nil
+}
+
+// commitWait commits b to the store and waits until it is durable.
+func (m *maintenance) commitWait(ctx context.Context, b *slotstore.Batch) error {
+	done := make(chan error, 1)
+	m.n.cfg.Store.Commit(b, func(err error) { done <- err })
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// account counts and logs what a plan found.
+func (m *maintenance) account(t *Topic, p uint32, plan core.RangePlan) {
+	m.belowN.Add(int64(plan.BelowN))
+	for _, c := range plan.Corrupt {
+		node := t.Ensembles[p][c.Node]
+		if node == m.n.cfg.ID {
+			m.log.Warn("repair: corrupt shard on this node", "topic", t.Name, "partition", p, "offset", c.Offset, "err", c.Err)
+		} else {
+			m.log.Info("repair: corrupt shard on another node (its own repair rewrites it)", "topic", t.Name, "partition", p,
+				"offset", c.Offset, "node", node, "err", c.Err)
+		}
+	}
+	if plan.Ambiguous > 0 {
+		m.log.Warn("repair: offsets with two decodable stripes left alone", "topic", t.Name, "partition", p,
+			"range", plan.From, "count", plan.Ambiguous)
+	}
+}
+
+// localEntries checks this node's slots of [from, to) (both CRCs) and
+// keeps their headers.
+func (m *maintenance) localEntries(topic string, p uint32, from, to uint64) ([]core.LocalSlot, error) {
+	var out []core.LocalSlot
+	err := m.n.cfg.Store.Scan(topic, p, from, to, func(off uint64, shard []byte) bool {
+		out = append(out, core.CheckLocal(off, shard))
+		return true
+	})
+	return out, err
+}
+
+// applyFixes rebuilds and writes the fixes, a few at a time; false if any
+// failed (the range is then not done and is walked again next pass).
+func (m *maintenance) applyFixes(ctx context.Context, t *Topic, p uint32, rc core.RepairConfig, fixes []core.Fix) bool {
+	if len(fixes) == 0 {
+		return true
+	}
+	sem := make(chan struct{}, m.cfg.Concurrency)
+	var wg sync.WaitGroup
+	var failed atomic.Bool
+	for _, f := range fixes {
+		select {
+		case sem <- struct{}{}:
+		case <-ctx.Done():
+			wg.Wait()
+			return false
+		}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			if !m.fix(ctx, t, p, rc, f) {
+				failed.Store(true)
+			}
+		}()
+	}
+	wg.Wait()
+	return !failed.Load()
+}
+
+// fix rebuilds one shard of this node and writes it through its owner.
+func (m *maintenance) fix(ctx context.Context, t *Topic, p uint32, rc core.RepairConfig, f core.Fix) bool {
+	shard, err := m.rebuild(ctx, t, p, rc, f)
+	if err != nil {
+		if ctx.Err() == nil {
+			m.n.stats.RepairFailures.Add(1)
+			m.log.Warn("repair: cannot rebuild shard", "topic", t.Name, "partition", p, "offset", f.Offset, "stripe", f.Group.ID.String(), "err", err)
+		}
+		return false
+	}
+	if err := m.rate.wait(ctx, len(shard)); err != nil {
+		return false
+	}
+	st, detail, err := m.n.repairWriteLocal(ctx, t, p, shard)
+	switch {
+	case err != nil:
+		return false
+	case st == bus.StatusOK:
+		m.n.stats.ShardsRepaired.Add(1)
+		if f.Replace {
+			m.log.Info("repair: corrupt shard rewritten", "topic", t.Name, "partition", p, "offset", f.Offset, "stripe", f.Group.ID.String())
+		}
+		return true
+	case st == bus.StatusConflict:
+		// Another good shard holds the slot (the producer's rewrite rule,
+		// DESIGN §3.7, covers its stripe): nothing to repair here.
+		m.log.Info("repair: slot holds another stripe", "topic", t.Name, "partition", p, "offset", f.Offset, "detail", detail)
+		return true
+	}
+	m.n.stats.RepairFailures.Add(1)
+	m.log.Warn("repair: write refused", "topic", t.Name, "partition", p, "offset", f.Offset, "status", st.String(), "detail", detail)
+	return false
+}
+
+// rebuild fetches k shards of the fix's group (other sources when some
+// fail) and rebuilds and checks this node's shard.
+func (m *maintenance) rebuild(ctx context.Context, t *Topic, p uint32, rc core.RepairConfig, f core.Fix) ([]byte, error) {
+	fetched := make(map[int][]byte, t.Params.K)
+	var errs []error
+	next := 0
+	for len(fetched) < t.Params.K && next < len(f.Sources) {
+		batch := f.Sources[next:min(next+t.Params.K-len(fetched), len(f.Sources))]
+		next += len(batch)
+		got := make([][]byte, len(batch))
+		gotErr := make([]error, len(batch))
+		var wg sync.WaitGroup
+		for i, pos := range batch {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				got[i], gotErr[i] = m.fetchShard(ctx, t, p, pos, f.Offset)
+			}()
+		}
+		wg.Wait()
+		for i, pos := range batch {
+			if gotErr[i] == nil {
+				if s, err := stripe.Parse(got[i]); err != nil {
+					gotErr[i] = err
+				} else if !s.SameStripe(&f.Group) {
+					gotErr[i] = fmt.Errorf("%w: position %d now holds stripe %s", core.ErrRebuild, pos, s.ID)
+				}
+			}
+			if gotErr[i] != nil {
+				errs = append(errs, fmt.Errorf("position %d: %w", pos, gotErr[i]))
+				continue
+			}
+			fetched[pos] = got[i]
+		}
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+	}
+	if len(fetched) < t.Params.K {
+		return nil, fmt.Errorf("%w: fetched %d of k=%d: %w", stripe.ErrTooFewShards, len(fetched), t.Params.K, errors.Join(errs...))
+	}
+	return core.RebuildShard(rc, f, fetched)
+}
+
+// repairTargets handles the queued single offsets: corrupt shards found by
+// scrub and readers' in-doubt reports.
+func (m *maintenance) repairTargets(ctx context.Context) {
+	m.mu.Lock()
+	keys := make([]targetKey, 0, len(m.targets))
+	for k := range m.targets {
+		keys = append(keys, k)
+	}
+	m.mu.Unlock()
+	slices.SortFunc(keys, func(a, b targetKey) int {
+		switch {
+		case a.offset < b.offset:
+			return -1
+		case a.offset > b.offset:
+			return 1
+		}
+		return 0
+	})
+	for _, k := range keys {
+		if ctx.Err() != nil {
+			return
+		}
+		m.mu.Lock()
+		tg := m.targets[k]
+		var cp target
+		if tg != nil {
+			cp = *tg
+		}
+		m.mu.Unlock()
+		if tg == nil {
+			continue
+		}
+		if m.repairTarget(ctx, k, cp) {
+			m.mu.Lock()
+			delete(m.targets, k)
+			m.mu.Unlock()
+		}
+	}
+}
+
+// repairTarget handles one target; true when it is done with.
+func (m *maintenance) repairTarget(ctx context.Context, k targetKey, tg target) bool {
+	t, err := m.n.cfg.Catalog.Topic(k.topic)
+	if err != nil || int(k.partition) >= t.Partitions {
+		return true
+	}
+	pos := t.Position(k.partition, m.n.cfg.ID)
+	if pos < 0 {
+		return true
+	}
+	rc := m.repairConfig(t, pos)
+	from, to := k.offset, k.offset+1
+	peers := m.scanPeers(ctx, t, k.partition, pos, from, to, false, nil)
+	local, err := m.localEntries(t.Name, k.partition, from, to)
+	if err != nil {
+		return false
+	}
+	plan := core.PlanRange(rc, from, to, local, peers, false)
+	m.account(t, k.partition, plan)
+	done := m.applyFixes(ctx, t, k.partition, rc, plan.Fixes) && len(plan.Unresolved) == 0
+	if tg.corrupt && done && len(plan.Fixes) == 0 {
+		for _, c := range plan.Corrupt {
+			if c.Node == pos {
+				m.log.Error("repair: corrupt shard cannot be rebuilt: its stripe is not decodable from the other nodes",
+					"topic", t.Name, "partition", k.partition, "offset", k.offset)
+			}
+		}
+	}
+	if !tg.inDoubt {
+		return done
+	}
+	if len(plan.Fixes) > 0 { // this node's own shard is there now
+		if local, err = m.localEntries(t.Name, k.partition, from, to); err != nil {
+			return false
+		}
+	}
+	return m.resolveInDoubt(ctx, t, k, tg, rc, local, peers) && done
+}
