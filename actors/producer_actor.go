@@ -32,6 +32,7 @@ type inflight struct {
 	b         *batch
 	payload   []byte
 	shards    []stripe.Shard // encoded for the first attempt's offset
+	released  bool           // its in-flight slot was freed (at ack or failure)
 }
 
 // partState is the producer's state for one partition.
@@ -41,6 +42,9 @@ type partState struct {
 	gen    uint64 // linger generation of the open batch
 	queue  []*batch
 	active int
+	// unacked counts started stripes still waiting for their ack or
+	// failure (the pipeline of ProducerConfig.Pipeline).
+	unacked int
 }
 
 // shardTag identifies a shard request in a LinkResult.
@@ -93,7 +97,7 @@ func (a *producerActor) Receive(ctx actor.Context) {
 	case *produce:
 		a.add(ctx, m)
 	case *lingerFire:
-		if p := a.parts[m.partition]; p.open != nil && p.gen == m.gen {
+		if p := a.parts[m.partition]; p.open != nil && p.gen == m.gen && (!m.early || a.pipelineRoom(p)) {
 			a.closeBatch(ctx, m.partition)
 		}
 	case *producerTick:
@@ -136,7 +140,25 @@ func (a *producerActor) add(ctx actor.Context, m *produce) {
 	p.open.bytes += m.rec.Size()
 	if p.open.bytes >= a.cfg.MaxBatchBytes || len(p.open.recs) >= stripe.MaxRecords {
 		a.closeBatch(ctx, part)
+	} else if len(p.open.recs) == 1 && a.pipelineRoom(p) {
+		a.closeSoon(ctx, part, a.cfg.PipelineLinger)
 	}
+}
+
+// closeSoon closes the open batch of part after d (at once if d <= 0)
+// if the pipeline still has room then.
+func (a *producerActor) closeSoon(ctx actor.Context, part int, d time.Duration) {
+	if d <= 0 {
+		a.closeBatch(ctx, part)
+		return
+	}
+	a.sched.SendOnce(d, ctx.Self(), &lingerFire{partition: part, gen: a.parts[part].gen, early: true})
+}
+
+// pipelineRoom reports whether a batch of p should close now rather than
+// linger: fewer than Pipeline stripes await their ack and none is queued.
+func (a *producerActor) pipelineRoom(p *partState) bool {
+	return p.unacked+len(p.queue) < a.cfg.Pipeline
 }
 
 // closeBatch queues the open batch and starts what the in-flight limit allows.
@@ -179,6 +201,7 @@ func (a *producerActor) start(ctx actor.Context, part int, b *batch) {
 		return
 	}
 	p.active++
+	p.unacked++
 	a.stripes[id] = &inflight{partition: part, b: b, payload: payload, shards: shards}
 	a.m.Attempt(false, false)
 	a.sendShards(ctx, part, send)
@@ -193,9 +216,13 @@ func (a *producerActor) sendShards(ctx actor.Context, part int, s core.Send) {
 	}
 	ens := a.topic.Ensembles[part]
 	for i := range shards {
-		req := bus.WriteReq{Topic: a.topic.Name, Partition: uint32(part), Offset: s.Offset, Shard: shards[i].Marshal()}
+		// Marshal the shard straight into the request: one buffer, one copy.
+		req := bus.WriteReq{Topic: a.topic.Name, Partition: uint32(part), Offset: s.Offset}
+		size := shards[i].Size()
+		data := req.AppendHead(make([]byte, 0, req.HeadSize(size)+size), size)
+		data = shards[i].AppendTo(data)
 		ctx.Send(a.c.link(ens[i]), &linkSend{Subject: a.c.subjects.Slot(ens[i], a.topic.Name, uint32(part)),
-			Data: req.Marshal(), ReplyTo: ctx.Self(), Tag: shardTag{partition: part, id: s.ID, attempt: s.Attempt, node: i}})
+			Data: data, ReplyTo: ctx.Self(), Tag: shardTag{partition: part, id: s.ID, attempt: s.Attempt, node: i}})
 	}
 }
 
@@ -229,21 +256,46 @@ func (a *producerActor) apply(ctx actor.Context, part int, effects []any) {
 		case core.Ack:
 			if st := a.stripes[e.ID]; st != nil && st.b != nil {
 				a.ack(st, e)
+				a.acked(ctx, part)
+				a.release(ctx, part, st)
 			}
 		case core.Fail:
 			if st := a.stripes[e.ID]; st != nil && st.b != nil {
 				a.finish(st.b, SendResult{Partition: part, Stripe: e.ID, Err: fmt.Errorf("send to %s/%d: %w", a.topic.Name, part, e.Err)})
 				st.b = nil
+				a.acked(ctx, part)
+				a.release(ctx, part, st)
 			}
 		case core.Done:
 			if st := a.stripes[e.ID]; st != nil {
 				delete(a.stripes, e.ID)
-				a.parts[part].active--
-				a.startQueued(ctx, part)
+				a.release(ctx, part, st)
 			}
 		}
 	}
 	a.checkFlushed()
+}
+
+// acked takes a stripe out of the partition's pipeline and, if that made
+// room, closes the batch that collected meanwhile.
+func (a *producerActor) acked(ctx actor.Context, part int) {
+	p := a.parts[part]
+	p.unacked--
+	if p.open != nil && a.pipelineRoom(p) {
+		a.closeSoon(ctx, part, a.cfg.PipelineLinger-time.Since(p.open.opened))
+	}
+}
+
+// release frees a stripe's in-flight slot once its outcome is known: a
+// committed stripe may stay in the writer a while longer (listening for
+// late refusals that call for a rewrite) without holding up the pipeline.
+func (a *producerActor) release(ctx actor.Context, part int, st *inflight) {
+	if st.released {
+		return
+	}
+	st.released = true
+	a.parts[part].active--
+	a.startQueued(ctx, part)
 }
 
 func (a *producerActor) ack(st *inflight, e core.Ack) {

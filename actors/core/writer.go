@@ -22,11 +22,17 @@ type WriterConfig struct {
 	ConflictJitter int64
 	// Nodes optionally names the ensemble positions in error messages.
 	Nodes []string
+	// CommittedWait: after a stripe commits, how long the writer keeps
+	// listening for the remaining shards' replies, so that a late refusal
+	// (SEALED for a shard that arrived after the accept window) still
+	// triggers the rewrite (default A + F; 0 = AttemptTimeout).
+	CommittedWait int64
 }
 
 // DefaultWriterConfig derives the write rules from topic parameters.
 func DefaultWriterConfig(p quorum.Params) WriterConfig {
-	return WriterConfig{Params: p, AttemptTimeout: int64(p.AcceptWindow / 2), MaxAttempts: 8, ConflictJitter: 1_000_000}
+	return WriterConfig{Params: p, AttemptTimeout: int64(p.AcceptWindow / 2), MaxAttempts: 8, ConflictJitter: 1_000_000,
+		CommittedWait: int64(p.AcceptWindow + p.FutureBound)}
 }
 
 // Rand is the random source the writer is given (math/rand/v2 *Rand fits).
@@ -65,6 +71,9 @@ type attempt struct {
 	replies  []Status // per ensemble position; 0 = pending
 	ok, bad  int
 	conflict bool
+	// refused: a live node answered and said no (any status but OK and
+	// NO_REPLY), so the stripe holds fewer shards than the live nodes could.
+	refused bool
 	ahead    bool
 	timedOut bool
 }
@@ -166,12 +175,15 @@ func (w *Writer) Reply(now int64, rnd Rand, id stripe.ID, att, node int, s Statu
 		}
 	case StatusConflict:
 		a.bad++
-		a.conflict = true
+		a.conflict, a.refused = true, true
 	case StatusClockAhead:
 		a.bad++
-		a.ahead = true
+		a.ahead, a.refused = true, true
+	case StatusNoReply:
+		a.bad++
 	default:
 		a.bad++
+		a.refused = true
 	}
 	return w.progress(now, rnd, st)
 }
@@ -183,7 +195,11 @@ func (w *Writer) Tick(now int64, rnd Rand) []any {
 	var out []any
 	for _, st := range w.sortedStripes() {
 		last := st.attempts[len(st.attempts)-1]
-		if !last.timedOut && now-last.sent >= w.cfg.AttemptTimeout {
+		timeout := w.cfg.AttemptTimeout
+		if st.committed && !st.rewrote && w.cfg.CommittedWait > timeout {
+			timeout = w.cfg.CommittedWait
+		}
+		if !last.timedOut && now-last.sent >= timeout {
 			last.timedOut = true
 			out = append(out, w.progress(now, rnd, st)...)
 		}
@@ -226,8 +242,11 @@ func (w *Writer) progress(now int64, rnd Rand, st *stripeState) []any {
 	last := st.attempts[len(st.attempts)-1]
 	if st.committed {
 		// DESIGN §3.7: a committed stripe that met a conflict has less
-		// redundancy than the others; write it once more elsewhere.
-		if w.committingAttempt(st).conflict && !st.rewrote {
+		// redundancy than the others; write it once more elsewhere. The
+		// same holds for any refusal by a live node (SEALED after a late
+		// arrival, BUSY, a store error): with W = k such a stripe may have
+		// exactly k shards, and losing one of them before repair loses it.
+		if w.committingAttempt(st).refused && !st.rewrote {
 			st.rewrote = true
 			out = append(out, w.newAttempt(now, st, 0))
 			return out

@@ -197,7 +197,8 @@ func TestWriterRewrite(t *testing.T) {
 		{name: "conflict first", first: []Status{x, o, o, o, o, o}, rewrite: []Status{o, o, o, o, o, o}},
 		{name: "rewrite conflicts too", first: []Status{o, o, o, o, x, x}, rewrite: []Status{x, o, o, o, o, x}},
 		{name: "rewrite refused", first: []Status{o, x, o, o, o, s}, rewrite: []Status{s, s, s, o, o, o}},
-		{name: "sealed is no conflict", first: []Status{o, o, o, o, s, s}},
+		{name: "sealed by a live node also rewrites", first: []Status{o, o, o, o, s, s}, rewrite: []Status{o, o, o, o, o, o}},
+		{name: "dead nodes do not rewrite", first: []Status{o, o, o, o, StatusNoReply, StatusNoReply}},
 		{name: "missing replies", first: []Status{o, o, o, o}, tick: true},
 		{name: "missing rewrite replies", first: []Status{o, o, o, o, x, o}, rewrite: []Status{o, o}, tick: true},
 	}
@@ -230,7 +231,16 @@ func TestWriterRewrite(t *testing.T) {
 				if hasDone(out, id) {
 					t.Fatalf("done with replies missing: %v", out)
 				}
-				out = w.Tick(now+cfg.AttemptTimeout, rnd)
+				// A committed stripe keeps listening for late refusals for
+				// CommittedWait, a rewrite attempt only for AttemptTimeout.
+				wait := cfg.AttemptTimeout
+				if tc.rewrite == nil {
+					if out := w.Tick(now+cfg.AttemptTimeout, rnd); hasDone(out, id) {
+						t.Fatalf("committed stripe forgotten before CommittedWait: %v", out)
+					}
+					wait = cfg.CommittedWait
+				}
+				out = w.Tick(now+wait, rnd)
 				if len(sends(out)) != 0 {
 					t.Fatalf("tick of a committed stripe sent %v", out)
 				}
