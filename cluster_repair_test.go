@@ -132,7 +132,7 @@ func TestLocalClusterRepairAfterKill(t *testing.T) {
 				verified = false
 			}
 		}
-		if time.Since(start0) > 30*time.Second {
+		if time.Since(start0) > 120*time.Second { // generous: CI machines are shared and slow
 			t.Fatal("node 0 never verified the writes")
 		}
 		time.Sleep(20 * time.Millisecond)
