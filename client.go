@@ -26,6 +26,8 @@ type options struct {
 	timeout time.Duration
 	natsOpt []nats.Option
 	metrics *prometheus.Registry
+	direct  *bool         // WithDirectNodes (direct.go); nil: on for Connect
+	dialOpt []nats.Option // Connect's options, for direct node connections
 }
 
 // WithCluster names the raidq cluster (the <cluster> subject token); default "raidq".
@@ -72,6 +74,7 @@ type Client struct {
 	meta    *meta.Store   // nil when topics were given with WithCatalog
 	watched *meta.Catalog // the KV-watched catalog this client started, if any
 	cluster string
+	dialer  *nodeDialer // direct node connections (direct.go); nil: none
 }
 
 // Connect dials a NATS URL and returns a client.
@@ -80,8 +83,16 @@ func Connect(url string, opts ...Option) (*Client, error) {
 	nopts := append([]nats.Option{nats.Name(o.name), nats.Timeout(o.timeout), nats.MaxReconnects(-1)}, o.natsOpt...)
 	nc, err := nats.Connect(url, nopts...)
 	if err != nil {
+		if hint := connectHint(url, err, nopts); hint != "" { // security.go
+			return nil, fmt.Errorf("connect to %s: %w: %s", url, err, hint)
+		}
 		return nil, fmt.Errorf("connect to %s: %w (is a raidq node or `raidq dev` running there?)", url, err)
 	}
+	if o.direct == nil {
+		on := true
+		o.direct = &on
+	}
+	o.dialOpt = nopts
 	c, err := newClient(nc, o)
 	if err != nil {
 		nc.Close()
@@ -125,7 +136,12 @@ func newClient(nc *nats.Conn, o options) (*Client, error) {
 		}
 		c.watched, o.catalog = cat, cat
 	}
-	cc, err := actors.NewClient(actors.ClientConfig{Cluster: o.cluster, Conn: nc, Catalog: o.catalog, Logger: o.logger, Now: o.now, Metrics: o.metrics})
+	cfg := actors.ClientConfig{Cluster: o.cluster, Conn: nc, Catalog: o.catalog, Logger: o.logger, Now: o.now, Metrics: o.metrics}
+	if o.direct != nil && *o.direct && c.meta != nil && o.dialOpt != nil {
+		c.dialer = newNodeDialer(c.meta, nc, o.dialOpt, o.logger)
+		cfg.NodeConn = c.dialer.conn
+	}
+	cc, err := actors.NewClient(cfg)
 	if err != nil {
 		if c.watched != nil {
 			c.watched.Close()
@@ -143,6 +159,9 @@ func (c *Client) Meta() *meta.Store { return c.meta }
 // acknowledged fail with ErrClosed.
 func (c *Client) Close() {
 	c.core.Close()
+	if c.dialer != nil {
+		c.dialer.close()
+	}
 	if c.watched != nil {
 		c.watched.Close()
 	}

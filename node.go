@@ -23,11 +23,16 @@ import (
 	"github.com/raidq/raidq/slotstore"
 )
 
-// ErrAuthNotImplemented is returned by StartNode unless NodeOptions.Insecure
-// is set: raidq has no authentication yet, so running a node must be an
-// explicit choice.
-var ErrAuthNotImplemented = errors.New("authentication is not implemented yet: pass --insecure to run a node " +
-	"without authentication (anyone who can reach its NATS ports can read and write every topic)")
+// ErrAuthNotImplemented is returned by StartNode when the node would
+// listen without authentication and NodeOptions.Insecure is not set:
+// running without authentication must be an explicit choice. (The name is
+// historical; ErrNoAuth is the same error.)
+var ErrAuthNotImplemented = errors.New("no authentication configured: pass --auth FILE (users and their permissions, " +
+	"docs/security.md) or --insecure to run a node without authentication (anyone who can reach its NATS ports " +
+	"can read and write every topic)")
+
+// ErrNoAuth is ErrAuthNotImplemented.
+var ErrNoAuth = ErrAuthNotImplemented
 
 // Defaults of NodeOptions.
 const (
@@ -86,9 +91,18 @@ type NodeOptions struct {
 	// ReplyDelay makes the node answer every request this late: a slow
 	// node for failure drills (hidden flag --reply-delay). Zero: none.
 	ReplyDelay time.Duration
-	// Insecure must be true: authentication is not implemented yet
-	// (ErrAuthNotImplemented).
+	// Insecure allows a node without authentication (ErrNoAuth otherwise).
 	Insecure bool
+	// Auth turns on authentication and subject permissions on the
+	// embedded server (the users of an auth file, --auth; see
+	// node_security.go and docs/security.md); the node then starts without
+	// Insecure. TLS makes the client port require TLS and the route port
+	// mutual TLS (--tls-cert, --tls-key, --tls-ca).
+	Auth *bus.AuthConfig
+	TLS  *bus.TLSFiles
+	// NATSAuthenticated says NATSOptions carry credentials for NATSURL:
+	// the node then starts without Insecure.
+	NATSAuthenticated bool
 
 	// MetaReplicas is the replica count of the metadata buckets; 0 means
 	// min(5, servers): the servers of Routes for an embedded server, the
@@ -172,10 +186,7 @@ func (o *NodeOptions) check() error {
 			}
 		}
 	}
-	if !o.Insecure {
-		return ErrAuthNotImplemented
-	}
-	return nil
+	return o.checkSecurity() // node_security.go
 }
 
 // routeHostPort returns the host:port of a route URL.
@@ -365,6 +376,11 @@ func (n *Node) startServer() error {
 	so := bus.ServerOptions{Name: o.ID, Host: host, Port: port, JetStream: true,
 		StoreDir: filepath.Join(o.DataDir, nodeJSDir), MaxMemory: o.JetStreamMaxMemory, MaxStore: o.JetStreamMaxStore,
 		Logger: n.log}
+	sec, err := n.security() // node_security.go
+	if err != nil {
+		return err
+	}
+	so.Security = sec
 	if o.ClusterListen != "" {
 		ch, cp, _ := splitHostPort(o.ClusterListen)
 		so.ClusterName, so.ClusterHost, so.ClusterPort, so.Routes = o.Cluster, ch, cp, o.Routes

@@ -17,6 +17,14 @@ func WithLinger(d time.Duration) ProducerOption {
 	return func(c *actors.ProducerConfig) { c.Linger = d }
 }
 
+// WithPipeline sets how many stripes per partition may await their ack
+// while new batches close as soon as they hold as many records as the
+// stripe acked last, instead of lingering (default 1; negative: always
+// linger). See actors.ProducerConfig.Pipeline.
+func WithPipeline(stripes int) ProducerOption {
+	return func(c *actors.ProducerConfig) { c.Pipeline = stripes }
+}
+
 // WithMaxBatchBytes sets the batch size that closes a batch (default 256 KiB).
 func WithMaxBatchBytes(n int) ProducerOption {
 	return func(c *actors.ProducerConfig) { c.MaxBatchBytes = n }

@@ -25,6 +25,11 @@ type ClientConfig struct {
 	// drills skew it.
 	Now  func() int64
 	Link LinkConfig
+	// NodeConn, if set, gives the connection to reach a node with (e.g.
+	// one to the node's own NATS server, which saves each request a route
+	// hop); nil, or a nil result, means Conn. It is called once per node,
+	// when the node's link starts, and the client does not close it.
+	NodeConn func(node string) *nats.Conn
 	// Metrics receives the producer and reader metrics (nil = none).
 	// Clients sharing a registry add to the same metrics.
 	Metrics *prometheus.Registry
@@ -76,7 +81,13 @@ func (c *Client) link(node string) *actor.PID {
 	if pid, ok := c.links[node]; ok {
 		return pid
 	}
-	pid := c.system.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return newLinkActor(node, c.cfg.Conn, c.cfg.Link) },
+	conn := c.cfg.Conn
+	if c.cfg.NodeConn != nil {
+		if nc := c.cfg.NodeConn(node); nc != nil {
+			conn = nc
+		}
+	}
+	pid := c.system.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return newLinkActor(node, conn, c.cfg.Link) },
 		actor.WithSupervisor(restartStrategy())))
 	c.links[node] = pid
 	return pid

@@ -17,8 +17,20 @@ import (
 // ProducerConfig configures one producer of one topic.
 type ProducerConfig struct {
 	Topic string
-	// Linger: an open batch closes this long after its first record (default 2ms).
+	// Linger: an open batch closes this long after its first record
+	// (default 2ms), unless the pipeline rule below closed it earlier.
 	Linger time.Duration
+	// Pipeline: while fewer than this many stripes of a partition await
+	// their ack (W OKs), an open batch closes as soon as it reaches its
+	// target instead of lingering: at each ack, the records that ack
+	// released plus those already waiting. Callers that wait for their
+	// ack come back together after it, so a batch closes the moment they
+	// all have: one synchronous caller waits for nothing, sixteen share one
+	// stripe. Records that arrive while the pipeline is full collect in
+	// the open batch. Linger still bounds every wait (a target that is not
+	// reached costs Linger once, then adapts). Default 1; negative: always
+	// linger (the behaviour before pipelining).
+	Pipeline int
 	// MaxBatchBytes: an open batch closes at this size (default 256 KiB).
 	MaxBatchBytes int
 	// MaxInflight: stripes in flight per partition; closed batches beyond
@@ -73,6 +85,9 @@ func (c *Client) NewProducer(cfg ProducerConfig) (*Producer, error) {
 	}
 	if cfg.MaxBatchBytes <= 0 {
 		cfg.MaxBatchBytes = 256 << 10
+	}
+	if cfg.Pipeline == 0 {
+		cfg.Pipeline = 1
 	}
 	cfg.MaxBatchBytes = min(cfg.MaxBatchBytes, stripe.MaxBatchBytes/2)
 	if cfg.MaxInflight <= 0 {

@@ -43,8 +43,11 @@ type partState struct {
 	queue  []*batch
 	active int
 	// unacked counts started stripes still waiting for their ack or
-	// failure (the pipeline of ProducerConfig.Pipeline).
+	// failure (the pipeline of ProducerConfig.Pipeline); target is the
+	// size at which an open batch closes while the pipeline has room: at
+	// the last ack, the records it released plus those already waiting.
 	unacked int
+	target  int
 }
 
 // shardTag identifies a shard request in a LinkResult.
@@ -83,7 +86,7 @@ func newProducerActor(c *Client, t *Topic, cfg ProducerConfig) *producerActor {
 	for i := range a.parts {
 		wc := cfg.Writer
 		wc.Nodes = t.Ensembles[i]
-		a.parts[i] = &partState{writer: core.NewWriter(wc)}
+		a.parts[i] = &partState{writer: core.NewWriter(wc), target: 1}
 	}
 	a.sticky = a.rnd.IntN(t.Partitions)
 	return a
@@ -97,7 +100,7 @@ func (a *producerActor) Receive(ctx actor.Context) {
 	case *produce:
 		a.add(ctx, m)
 	case *lingerFire:
-		if p := a.parts[m.partition]; p.open != nil && p.gen == m.gen && (!m.early || a.pipelineRoom(p)) {
+		if p := a.parts[m.partition]; p.open != nil && p.gen == m.gen {
 			a.closeBatch(ctx, m.partition)
 		}
 	case *producerTick:
@@ -138,27 +141,16 @@ func (a *producerActor) add(ctx actor.Context, m *produce) {
 	p.open.recs = append(p.open.recs, m.rec)
 	p.open.cbs = append(p.open.cbs, m.cb)
 	p.open.bytes += m.rec.Size()
-	if p.open.bytes >= a.cfg.MaxBatchBytes || len(p.open.recs) >= stripe.MaxRecords {
+	if p.open.bytes >= a.cfg.MaxBatchBytes || len(p.open.recs) >= stripe.MaxRecords || a.ready(p) {
 		a.closeBatch(ctx, part)
-	} else if len(p.open.recs) == 1 && a.pipelineRoom(p) {
-		a.closeSoon(ctx, part, a.cfg.PipelineLinger)
 	}
 }
 
-// closeSoon closes the open batch of part after d (at once if d <= 0)
-// if the pipeline still has room then.
-func (a *producerActor) closeSoon(ctx actor.Context, part int, d time.Duration) {
-	if d <= 0 {
-		a.closeBatch(ctx, part)
-		return
-	}
-	a.sched.SendOnce(d, ctx.Self(), &lingerFire{partition: part, gen: a.parts[part].gen, early: true})
-}
-
-// pipelineRoom reports whether a batch of p should close now rather than
-// linger: fewer than Pipeline stripes await their ack and none is queued.
-func (a *producerActor) pipelineRoom(p *partState) bool {
-	return p.unacked+len(p.queue) < a.cfg.Pipeline
+// ready reports whether p's open batch should close now rather than
+// linger: the pipeline has room (fewer than Pipeline stripes await their
+// ack, none queued) and the batch has reached its target.
+func (a *producerActor) ready(p *partState) bool {
+	return p.open != nil && p.unacked+len(p.queue) < a.cfg.Pipeline && len(p.open.recs) >= p.target
 }
 
 // closeBatch queues the open batch and starts what the in-flight limit allows.
@@ -255,15 +247,17 @@ func (a *producerActor) apply(ctx actor.Context, part int, effects []any) {
 			a.sendShards(ctx, part, e)
 		case core.Ack:
 			if st := a.stripes[e.ID]; st != nil && st.b != nil {
+				recs := len(st.b.cbs)
 				a.ack(st, e)
-				a.acked(ctx, part)
+				a.acked(ctx, part, recs)
 				a.release(ctx, part, st)
 			}
 		case core.Fail:
 			if st := a.stripes[e.ID]; st != nil && st.b != nil {
+				recs := len(st.b.cbs)
 				a.finish(st.b, SendResult{Partition: part, Stripe: e.ID, Err: fmt.Errorf("send to %s/%d: %w", a.topic.Name, part, e.Err)})
 				st.b = nil
-				a.acked(ctx, part)
+				a.acked(ctx, part, recs)
 				a.release(ctx, part, st)
 			}
 		case core.Done:
@@ -276,13 +270,20 @@ func (a *producerActor) apply(ctx actor.Context, part int, effects []any) {
 	a.checkFlushed()
 }
 
-// acked takes a stripe out of the partition's pipeline and, if that made
-// room, closes the batch that collected meanwhile.
-func (a *producerActor) acked(ctx actor.Context, part int) {
+// acked takes a stripe of recs records out of the partition's pipeline.
+// The callers it releases may send again: the open batch's target becomes
+// what it holds plus recs, and if the pipeline has room and the batch has
+// reached that, it closes. (Counting what the batch already holds keeps
+// two groups of callers from staying out of phase in two half batches.)
+func (a *producerActor) acked(ctx actor.Context, part, recs int) {
 	p := a.parts[part]
 	p.unacked--
-	if p.open != nil && a.pipelineRoom(p) {
-		a.closeSoon(ctx, part, a.cfg.PipelineLinger-time.Since(p.open.opened))
+	p.target = max(1, recs)
+	if p.open != nil {
+		p.target += len(p.open.recs)
+	}
+	if a.ready(p) {
+		a.closeBatch(ctx, part)
 	}
 }
 

@@ -64,6 +64,11 @@ type ServerOptions struct {
 	StoreDir  string
 	MaxMemory int64
 	MaxStore  int64
+	// SyncAlways makes JetStream fsync every write before acknowledging it
+	// (nats-server "sync_interval: always"); otherwise SyncInterval is how
+	// often it flushes to disk (<= 0: nats-server's default, 2 minutes).
+	SyncAlways   bool
+	SyncInterval time.Duration
 
 	// MaxPayload is the largest message the server accepts; <= 0 means
 	// DefaultMaxPayload (1 MiB).
@@ -72,6 +77,11 @@ type ServerOptions struct {
 	// ReadyTimeout bounds how long StartServer waits for the server to be
 	// ready for connections; <= 0 means DefaultReadyTimeout.
 	ReadyTimeout time.Duration
+
+	// Security turns on authentication and subject permissions, route
+	// authentication, TLS on the client port and mutual TLS on the route
+	// port (auth_server.go, NewSecurity); nil: none of them.
+	Security *Security
 
 	// Logger receives nats-server's log lines (notice → Info, warn → Warn,
 	// error and fatal → Error, debug → Debug, trace → LevelTrace); debug and
@@ -185,6 +195,8 @@ func (o ServerOptions) natsOptions() (*server.Options, error) {
 		StoreDir:           o.StoreDir,
 		JetStreamMaxMemory: o.MaxMemory,
 		JetStreamMaxStore:  o.MaxStore,
+		SyncAlways:         o.SyncAlways,
+		SyncInterval:       o.SyncInterval,
 	}
 	if n.MaxPayload <= 0 {
 		n.MaxPayload = DefaultMaxPayload
@@ -206,6 +218,9 @@ func (o ServerOptions) natsOptions() (*server.Options, error) {
 			}
 			n.Routes = append(n.Routes, u)
 		}
+	}
+	if err := o.Security.apply(n); err != nil {
+		return fail("%v", err)
 	}
 	return n, nil
 }
@@ -265,13 +280,16 @@ func hostPort(configured string, a *net.TCPAddr) string {
 }
 
 // Connect opens a client connection named name: in process when the server
-// is InProcessOnly, else to ClientURL. opts are applied after the name and
-// the in-process option, so they may override them.
+// is InProcessOnly or requires TLS, else to ClientURL. With Security's
+// authentication it connects as the process's internal node identity.
+// opts are applied after the name, the identity and the in-process
+// option, so they may override them.
 func (s *Server) Connect(name string, opts ...nats.Option) (*nats.Conn, error) {
-	all := make([]nats.Option, 0, len(opts)+2)
+	all := make([]nats.Option, 0, len(opts)+3)
 	all = append(all, nats.Name(name))
+	all = append(all, s.opts.Security.ConnectOptions(s.opts.Logger)...)
 	addr := ""
-	if s.opts.InProcessOnly {
+	if s.opts.InProcessOnly || (s.opts.Security != nil && s.opts.Security.TLS != nil) {
 		all = append(all, nats.InProcessServer(s.ns))
 	} else {
 		addr = s.ClientURL()
@@ -301,6 +319,8 @@ type slogAdapter struct {
 	mu       sync.Mutex
 	last     string // last error or fatal line
 	fatalMsg string // first fatal line
+
+	refusals refusalCounts // auth_refusals.go
 }
 
 var _ server.Logger = (*slogAdapter)(nil)
@@ -359,6 +379,7 @@ func (a *slogAdapter) Fatalf(format string, v ...any) {
 // Errorf logs at Error.
 func (a *slogAdapter) Errorf(format string, v ...any) {
 	a.remember(format, v)
+	a.countRefusal(format, v) // auth_refusals.go
 	a.log(slog.LevelError, format, v)
 }
 

@@ -269,6 +269,29 @@ func (m WriteReq) Append(dst []byte) []byte {
 // Marshal returns m's encoding in a new slice of exactly Size bytes.
 func (m WriteReq) Marshal() []byte { return m.Append(make([]byte, 0, m.Size())) }
 
+// HeadSize is the length of AppendHead's output for a shard of shardLen
+// bytes (m.Shard is ignored).
+func (m WriteReq) HeadSize(shardLen int) int {
+	return fixedWriteReq + bytesLen(len(m.Topic)) + uvarintLen(uint64(shardLen))
+}
+
+// AppendHead appends m's encoding up to and including the shard's length
+// prefix, for a shard of shardLen bytes that the caller appends next
+// (m.Shard is ignored). It lets a producer marshal a shard straight into
+// the request instead of marshalling it and copying it in: m.Shard =
+// shard gives the same bytes as AppendHead(dst, len(shard)) + shard.
+func (m WriteReq) AppendHead(dst []byte, shardLen int) []byte {
+	var flags byte
+	if m.Repair {
+		flags |= writeFlagRepair
+	}
+	dst = append(dst, byte(TypeWriteReq), Version, flags)
+	dst = binary.BigEndian.AppendUint32(dst, m.Partition)
+	dst = binary.BigEndian.AppendUint64(dst, m.Offset)
+	dst = appendString(dst, m.Topic)
+	return binary.AppendUvarint(dst, uint64(shardLen))
+}
+
 // DecodeWriteReq decodes a WriteReq; Shard aliases b.
 func DecodeWriteReq(b []byte) (WriteReq, error) {
 	var m WriteReq

@@ -71,8 +71,11 @@ type Shard struct {
 
 // Marshal returns the wire/disk form of the shard (header + CRC of header + data).
 func (s *Shard) Marshal() []byte {
-	return s.AppendTo(make([]byte, 0, HeaderSize+len(s.Data)))
+	return s.AppendTo(make([]byte, 0, s.Size()))
 }
+
+// Size is the length of the shard's marshalled form.
+func (s *Shard) Size() int { return HeaderSize + len(s.Data) }
 
 // AppendTo appends the marshalled shard to dst.
 func (s *Shard) AppendTo(dst []byte) []byte {

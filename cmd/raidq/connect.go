@@ -19,6 +19,7 @@ type clientFlags struct {
 	cluster string
 	timeout time.Duration
 	verbose bool
+	auth    clientAuthFlags // security_flags.go
 }
 
 func envOr(key, def string) string {
@@ -35,6 +36,7 @@ func (f *clientFlags) register(cmd *cobra.Command) {
 	p.StringVar(&f.cluster, "cluster", envOr("RAIDQ_CLUSTER", "raidq"), "raidq cluster name (env RAIDQ_CLUSTER)")
 	p.DurationVar(&f.timeout, "timeout", 5*time.Second, "how long to wait for the cluster to answer")
 	p.BoolVarP(&f.verbose, "verbose", "v", false, "log what the client does (stderr)")
+	f.auth.register(p)
 }
 
 func (f *clientFlags) logger() *slog.Logger {
@@ -50,7 +52,8 @@ func (f *clientFlags) connect() (*raidq.Client, error) {
 	if f.timeout <= 0 {
 		return nil, fmt.Errorf("--timeout %v: must be positive", f.timeout)
 	}
-	c, err := raidq.Connect(f.url, raidq.WithCluster(f.cluster), raidq.WithCreds(f.creds),
+	c, err := raidq.Connect(f.url, raidq.WithCluster(f.cluster), raidq.WithAuth(f.auth.auth(f.creds)),
+		raidq.WithNATSOptions(newRefusalReporter(os.Stderr).option()),
 		raidq.WithTimeout(f.timeout), raidq.WithLogger(f.logger()), raidq.WithName("raidq-cli"))
 	if err != nil {
 		return nil, err

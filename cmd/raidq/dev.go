@@ -18,6 +18,7 @@ import (
 func devCmd() *cobra.Command {
 	var cfg raidq.LocalClusterConfig
 	var logLevel, metricsAddr string
+	var sec devSecurityFlags // security_dev.go
 	cmd := &cobra.Command{
 		Use:   "dev",
 		Short: "Run a development cluster in this process: one NATS server, N nodes, metadata in KV",
@@ -32,8 +33,12 @@ create topics and produce and consume, for example with the CLI:
   raidq consume orders --from earliest
 
 Without --data the cluster lives in a temporary directory removed at exit;
-with it, topics and data survive a restart. It runs without
-authentication. SIGINT or SIGTERM stops it.`,
+with it, topics and data survive a restart. SIGINT or SIGTERM stops it.
+
+It runs without authentication unless --auth FILE gives users and their
+permissions (docs/security.md). --tls makes clients use TLS: it generates
+a local CA and a server certificate in DATA/tls (kept across restarts)
+and prints the CA file to pass to clients with --tls-ca.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			log, err := newLogger(logLevel)
@@ -51,6 +56,9 @@ authentication. SIGINT or SIGTERM stops it.`,
 				}
 				defer os.RemoveAll(dir)
 				cfg.Dir = dir
+			}
+			if err := sec.apply(&cfg); err != nil {
+				return err
 			}
 			if metricsAddr != "" {
 				reg := metrics.NewProcessRegistry()
@@ -76,8 +84,7 @@ authentication. SIGINT or SIGTERM stops it.`,
 			}
 			fmt.Fprintf(out, "raidq dev: cluster %q listening on %s (JetStream on, metadata in KV)\n", cfg.Cluster, lc.ClientURL())
 			fmt.Fprintf(out, "nodes: %s (data in %s)\n", strings.Join(ids, " "), cfg.Dir)
-			fmt.Fprintln(out, "raidq dev runs without authentication: anyone who can reach "+cfg.Listen+" can read and write every topic")
-			fmt.Fprintf(out, "try: raidq topic create orders --nats %s --cluster %s\n", lc.ClientURL(), cfg.Cluster)
+			sec.describe(out, &cfg, lc.ClientURL()) // security_dev.go: auth, TLS and a command to try
 			fmt.Fprintln(out, "press Ctrl-C to stop")
 			<-ctx.Done()
 			stop() // a second signal exits at once
@@ -93,5 +100,6 @@ authentication. SIGINT or SIGTERM stops it.`,
 	f.BoolVar(&cfg.NoSync, "no-fsync", false, "acknowledge writes before fsync (acknowledged data can be lost on power failure)")
 	f.StringVar(&logLevel, "log-level", "warn", "log level: debug, info, warn or error (text on stderr)")
 	f.StringVar(&metricsAddr, "metrics", "", "serve Prometheus metrics and /healthz on this address (host:port)")
+	sec.register(f)
 	return cmd
 }

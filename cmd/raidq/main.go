@@ -22,7 +22,13 @@ func main() {
 	}
 	root.AddCommand(demoCmd(), topicCmd(), produceCmd(), consumeCmd(), statusCmd())
 	root.AddCommand(nodeCmd(), devCmd())
-	if err := root.Execute(); err != nil {
+	root.AddCommand(drillCmd())
+	root.AddCommand(securityCmd()) // security.go
+	root.AddCommand(benchCmd(), natsdCmd())
+	stopProfile := startProfile()
+	err := root.Execute()
+	stopProfile()
+	if err != nil {
 		if !errors.Is(err, errFailed) {
 			fmt.Fprintln(os.Stderr, "raidq:", err)
 		}

@@ -24,6 +24,7 @@ const nodeStopTimeout = 30 * time.Second
 
 func nodeCmd() *cobra.Command {
 	var o raidq.NodeOptions
+	var sec nodeSecurityFlags // security_flags.go
 	var logLevel, configFile, metricsAddr string
 	cmd := &cobra.Command{
 		Use:   "node",
@@ -41,13 +42,21 @@ topic catalog while the metadata is unavailable. SIGTERM or SIGINT stops it
 gracefully (in-flight writes finish and are fsynced) and it exits 0; a
 second signal exits at once. A damaged data directory makes it exit 1.
 
-Authentication is not implemented yet: --insecure is required.
+Security (docs/security.md): --auth FILE lists the users and their roles
+(node, admin, producer and consumer of given topics) as NATS users with
+subject permissions; --tls-cert, --tls-key and --tls-ca make clients use
+TLS and the routes between nodes mutual TLS. Without --auth the node
+refuses to start unless --insecure says to run without authentication.
 
 --config FILE reads the flags from a file, keyed by flag name (id, data,
 listen, cluster-listen, routes, ...): JSON, or flat "key: value" lines
 (NATS config syntax; lists as [a, b]; # comments). Flags given on the
 command line win; an unknown key is an error.`,
-		Example: `  raidq node --insecure --id n1 --data /var/lib/raidq \
+		Example: `  raidq node --auth auth.conf --tls-cert n1.pem --tls-key n1-key.pem --tls-ca ca.pem \
+    --id n1 --data /var/lib/raidq --listen 0.0.0.0:4222 --cluster-listen 0.0.0.0:6222 \
+    --routes nats-route://h1:6222,nats-route://h2:6222,nats-route://h3:6222
+
+  raidq node --insecure --id n1 --data /var/lib/raidq \
     --listen 0.0.0.0:4222 --cluster-listen 0.0.0.0:6222 \
     --routes nats-route://h1:6222,nats-route://h2:6222,nats-route://h3:6222`,
 		Args: cobra.NoArgs,
@@ -63,6 +72,9 @@ command line win; an unknown key is an error.`,
 			}
 			o.Logger = log
 			o.Routes = splitList(o.Routes)
+			if err := sec.apply(&o); err != nil {
+				return err
+			}
 			if metricsAddr != "" {
 				reg := metrics.NewProcessRegistry()
 				stopMetrics, err := metrics.ServeMetrics(metricsAddr, reg)
@@ -86,10 +98,14 @@ command line win; an unknown key is an error.`,
 	f.IntVar(&o.MetaReplicas, "meta-replicas", 0, "replicas of the metadata buckets (0: min(5, servers))")
 	f.DurationVar(&o.MetaTimeout, "meta-timeout", raidq.DefaultMetaTimeout, "how long to wait at start for JetStream and the metadata")
 	f.BoolVar(&o.NoSync, "no-fsync", false, "acknowledge writes before fsync (acknowledged data can be lost on power failure)")
-	f.BoolVar(&o.Insecure, "insecure", false, "run without authentication (required: authentication is not implemented yet)")
+	f.BoolVar(&o.Insecure, "insecure", false, "run without authentication (required unless --auth is given)")
+	sec.register(f)
 	f.StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn or error (text on stderr)")
 	f.StringVar(&metricsAddr, "metrics", "", "serve Prometheus metrics and /healthz on this address (host:port)")
 	f.StringVar(&configFile, "config", "", "read flags from this file (JSON or NATS-style key: value)")
+	// Failure drills only (raidq drill slow-2): answer every request late.
+	f.DurationVar(&o.ReplyDelay, "reply-delay", 0, "answer every request this late (failure drills: a slow node)")
+	_ = f.MarkHidden("reply-delay")
 	return cmd
 }
 
@@ -98,7 +114,7 @@ command line win; an unknown key is an error.`,
 func runNode(o raidq.NodeOptions) error {
 	ctx, stopSignals := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stopSignals()
-	if o.Insecure {
+	if o.Insecure && o.Auth == nil && o.NATSURL == "" {
 		o.Logger.Warn("running without authentication (--insecure): anyone who can reach the NATS ports can read and write every topic")
 	}
 	n, err := raidq.StartNodeContext(ctx, o)

@@ -71,7 +71,7 @@ func TestNodeProcesses(t *testing.T) {
 			{[]string{"node", "--insecure", "--data", dir}, []string{"raidq: node: an id is required (--id)"}},
 			{[]string{"node", "--insecure", "--id", "n1", "--data", dir, "--listen", "nohost"}, []string{"--listen", "nohost"}},
 			{[]string{"node", "--insecure", "--id", "n1", "--data", dir, "--listen", "127.0.0.1:99999"}, []string{"--listen", "bad port"}},
-			{[]string{"node", "--id", "n1", "--data", dir}, []string{"authentication is not implemented", "--insecure"}},
+			{[]string{"node", "--id", "n1", "--data", dir}, []string{"no authentication configured", "--auth FILE", "--insecure"}},
 			{[]string{"node", "--insecure", "--id", "n1", "--data", dir, "--log-level", "loud"}, []string{"--log-level"}},
 			{[]string{"node", "--insecure", "--bogus"}, []string{"unknown flag: --bogus"}},
 			{[]string{"node", "--insecure", "--data", dir, "--config", cfg}, []string{"unknown key \"bogus\""}},

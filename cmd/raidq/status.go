@@ -22,6 +22,7 @@ func statusCmd() *cobra.Command {
 	var url, creds, cluster string
 	var timeout time.Duration
 	var asJSON bool
+	var auth clientAuthFlags // security_flags.go
 	env := func(key, def string) string {
 		if v := os.Getenv(key); v != "" {
 			return v
@@ -53,9 +54,12 @@ store.`,
 			ctx, stop := signal.NotifyContext(parent, os.Interrupt)
 			defer stop()
 			opts := []nats.Option{nats.Name("raidq-status"), nats.Timeout(timeout)}
-			if creds != "" {
-				opts = append(opts, nats.UserCredentials(creds))
+			aopts, err := auth.natsOptions(creds)
+			if err != nil {
+				return err
 			}
+			opts = append(opts, aopts...)
+			opts = append(opts, newRefusalReporter(cmd.ErrOrStderr()).option())
 			nc, err := nats.Connect(url, opts...)
 			if err != nil {
 				return fmt.Errorf("cannot reach NATS at %s: %w (is a raidq node or `raidq dev` running there?)", url, err)
@@ -93,6 +97,7 @@ store.`,
 	f.StringVar(&creds, "creds", env("RAIDQ_CREDS", ""), "NATS credentials file (env RAIDQ_CREDS)")
 	f.StringVar(&cluster, "cluster", env("RAIDQ_CLUSTER", "raidq"), "raidq cluster name (env RAIDQ_CLUSTER)")
 	f.DurationVar(&timeout, "timeout", 2*time.Second, "how long to listen for nodes and their answers")
+	auth.register(f)
 	f.BoolVar(&asJSON, "json", false, "print one JSON object: cluster, nats, checked, nodes (each node's full status)")
 	return cmd
 }
@@ -128,6 +133,9 @@ func printStatus(w io.Writer, nodes []actors.NodeStatus) {
 		}
 		if n.Counters.StoreErrors > 0 {
 			notes = append(notes, fmt.Sprintf("%d store errors", n.Counters.StoreErrors))
+		}
+		if note := refusalNote(n.Counters); note != "" { // security_flags.go
+			notes = append(notes, note)
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%s\n", n.Node, n.Health, fmtDuration(n.RTT), fmtSkew(n.Skew),
 			fmtBytes(n.DiskBytes), n.Owners, n.Pending, n.Counters.Writes, n.Counters.Conflicts, n.Counters.Sealed, strings.Join(notes, "; "))

@@ -45,6 +45,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os/exec"
 	"strconv"
 	"strings"
 	"sync"
@@ -68,6 +69,12 @@ type Config struct {
 	LogLevel string
 	// Args are added to every node's command line (e.g. "--no-fsync").
 	Args []string
+	// NodeArgs, if set, adds arguments to node i's command line only
+	// (e.g. a reply delay on some nodes).
+	NodeArgs func(i int) []string
+	// Prepare, if set, adjusts node i's command just before it starts
+	// (drills run a node under another uid to cut it off with iptables).
+	Prepare func(i int, cmd *exec.Cmd)
 	// Env entries are added to every node's environment.
 	Env []string
 	// StartTimeout bounds Start's wait for the member records (default 60s).
@@ -225,7 +232,11 @@ func (c *Cluster) Args(i int) []string {
 	args := []string{"node", "--insecure", "--id", n.ID, "--data", n.Dir, "--cluster", c.cfg.Cluster,
 		"--listen", joinHostPort(n.host, n.ClientPort), "--cluster-listen", joinHostPort(n.host, n.ClusterPort),
 		"--routes", strings.Join(c.Routes(), ","), "--log-level", c.cfg.LogLevel}
-	return append(args, c.cfg.Args...)
+	args = append(args, c.cfg.Args...)
+	if c.cfg.NodeArgs != nil {
+		args = append(args, c.cfg.NodeArgs(i)...)
+	}
+	return args
 }
 
 // StartNode starts node i (again), on its data directory and ports. It
@@ -238,7 +249,11 @@ func (c *Cluster) StartNode(i int) error {
 		return fmt.Errorf("cluster: node %s is running", n.ID)
 	}
 	started := time.Now()
-	p, err := StartProc(n.ID, c.cfg.Binary, c.Args(i), c.cfg.Env...)
+	var prepare func(*exec.Cmd)
+	if c.cfg.Prepare != nil {
+		prepare = func(cmd *exec.Cmd) { c.cfg.Prepare(i, cmd) }
+	}
+	p, err := startProc(n.ID, c.cfg.Binary, c.Args(i), c.cfg.Env, prepare)
 	if err != nil {
 		return err
 	}

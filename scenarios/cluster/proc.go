@@ -94,11 +94,19 @@ const MaxOutput = 4 << 20
 // StartProc starts bin with args; env entries are added to the caller's
 // environment.
 func StartProc(name, bin string, args []string, env ...string) (*Proc, error) {
+	return startProc(name, bin, args, env, nil)
+}
+
+// startProc is StartProc with a hook that adjusts the command last.
+func startProc(name, bin string, args, env []string, prepare func(*exec.Cmd)) (*Proc, error) {
 	cmd := exec.Command(bin, args...)
 	cmd.Env = append(os.Environ(), env...)
 	p := &Proc{Name: name, Cmd: cmd, stdout: newTail(), stderr: newTail(), done: make(chan struct{})}
 	cmd.Stdout, cmd.Stderr = p.stdout, p.stderr
 	setDeathSignal(cmd)
+	if prepare != nil {
+		prepare(cmd)
+	}
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start %s: %w", name, err)
 	}

@@ -1,0 +1,120 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/signal"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/raidq/raidq"
+	"github.com/raidq/raidq/scenarios/bench"
+)
+
+func benchCmd() *cobra.Command {
+	var cfg bench.Config
+	var vs, out, prefix, linger string
+	var asJSON, quiet, direct bool
+	var pipeline int
+	cmd := &cobra.Command{
+		Use:   "bench",
+		Short: "Benchmark raidq node processes, side by side with NATS JetStream (--vs jetstream)",
+		Long: `bench starts six raidq node processes (this binary) and publishes --messages
+messages of --size bytes from --publishers concurrent publishers, each
+waiting for its ack (or keeping --window sends outstanding with --async).
+With --vs jetstream it then runs the same workload against three nats-server
+processes (this binary's embedded server, "raidq natsd") with an R3 file
+stream, and prints both side by side: throughput, ack latency
+p50/p99/p999/max, the longest time without any ack, bytes on disk per
+payload byte, CPU seconds and peak RSS per process.
+
+--fsync=true (default) compares raidq's fsync-before-OK with JetStream's
+sync_interval always; --fsync=false compares raidq --no-fsync with
+JetStream's default. --kill N SIGKILLs N raidq nodes half-way (and the
+JetStream stream leader); --slow N makes N raidq nodes answer 50 ms late.
+--out DIR writes PNG charts. Every process runs on this machine: the
+numbers compare the two systems under the same load, nothing more.`,
+		Example: `  raidq bench --vs jetstream
+  raidq bench --vs jetstream --fsync=false --json
+  raidq bench --vs jetstream --kill 2 --out docs/bench`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			switch strings.ToLower(vs) {
+			case "":
+			case "jetstream", "js", "nats":
+				cfg.VsJetStream = true
+			default:
+				return fmt.Errorf("--vs %q: only jetstream is supported", vs)
+			}
+			if pipeline != 0 {
+				cfg.ProducerOptions = append(cfg.ProducerOptions, raidq.WithPipeline(pipeline))
+			}
+			cfg.Direct = direct
+			if linger != "" {
+				d, err := time.ParseDuration(linger)
+				if err != nil {
+					return fmt.Errorf("--linger: %w", err)
+				}
+				cfg.ProducerOptions = append(cfg.ProducerOptions, raidq.WithLinger(d))
+			}
+			bin, err := os.Executable()
+			if err != nil {
+				return fmt.Errorf("find this binary (it runs the nodes): %w", err)
+			}
+			cfg.Binary = bin
+			if !quiet {
+				cfg.Log = os.Stderr
+			}
+			fmt.Fprintln(os.Stderr, "raidq bench runs its servers without authentication, listening on 127.0.0.1 only")
+			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+			defer stop()
+			r, err := bench.Run(ctx, cfg)
+			if err != nil {
+				return err
+			}
+			if out != "" {
+				files, err := r.WriteCharts(out, prefix)
+				if err != nil {
+					return err
+				}
+				fmt.Fprintln(os.Stderr, "charts:", strings.Join(files, " "))
+			}
+			if asJSON {
+				enc := json.NewEncoder(cmd.OutOrStdout())
+				enc.SetIndent("", "  ")
+				return enc.Encode(r)
+			}
+			r.PrintTable(cmd.OutOrStdout())
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&vs, "vs", "", "also run the workload against: jetstream (three nats-server processes, R3 stream)")
+	f.IntVar(&cfg.Messages, "messages", 20000, "messages to publish (per system)")
+	f.IntVar(&cfg.Size, "size", 1024, "message size in bytes")
+	f.IntVar(&cfg.Publishers, "publishers", 16, "concurrent publishers")
+	f.BoolVar(&cfg.Async, "async", false, "publish asynchronously, --window sends outstanding per publisher")
+	f.IntVar(&cfg.Window, "window", 64, "outstanding sends per publisher with --async")
+	f.BoolVar(&cfg.Fsync, "fsync", true, "fsync before acknowledging (raidq default; JetStream sync_interval always); false: raidq --no-fsync, JetStream default")
+	f.IntVar(&cfg.Kill, "kill", 0, "raidq nodes to SIGKILL half-way (JetStream: the stream leader is killed)")
+	f.IntVar(&cfg.Slow, "slow", 0, "raidq nodes that answer --slow-delay late")
+	f.DurationVar(&cfg.SlowDelay, "slow-delay", 50*time.Millisecond, "how late the --slow nodes answer")
+	f.IntVar(&cfg.Partitions, "partitions", 1, "partitions of the raidq topic")
+	f.IntVar(&cfg.Warmup, "warmup", 500, "messages published before measuring")
+	f.StringVar(&linger, "linger", "", "raidq producer linger (default: the producer's)")
+	f.IntVar(&pipeline, "pipeline", 0, "raidq producer: stripes awaiting their ack before new batches linger (0: default; -1: always linger)")
+	f.BoolVar(&direct, "direct", true, "raidq client: reach each node through its own NATS server (false: through the server the client connects to)")
+	f.BoolVar(&asJSON, "json", false, `print {"raidq": {...}, "jetstream": {...}, "ratio": {...}}`)
+	f.StringVar(&out, "out", "", "write PNG charts to this directory")
+	f.StringVar(&prefix, "prefix", "bench", "file name prefix of the charts")
+	f.StringVar(&cfg.Dir, "data", "", "data directory (default: a temporary one, removed afterwards)")
+	f.StringVar(&cfg.ProfileDir, "cpuprofile", "", "write CPU profiles of the client and of every server process to this directory")
+	f.BoolVarP(&quiet, "quiet", "q", false, "no progress lines on stderr")
+	f.BoolVar(&cfg.JetStreamOnly, "jetstream-only", false, "run only the JetStream side")
+	_ = f.MarkHidden("jetstream-only")
+	return cmd
+}

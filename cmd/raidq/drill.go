@@ -1,0 +1,254 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/schollz/progressbar/v3"
+	"github.com/spf13/cobra"
+
+	"github.com/raidq/raidq/scenarios/drill"
+)
+
+func drillCmd() *cobra.Command {
+	var cfg drill.Config
+	var asJSON, verbose, list, docker bool
+	var seeds []uint
+	var dockerBinary string
+	cmd := &cobra.Command{
+		Use:   "drill NAME... | all",
+		Short: "Run failure drills against six `raidq node` processes and check that nothing acked is lost",
+		Long: `drill starts six raidq node processes (this binary, or --binary), creates a
+topic, runs --producers producers at --rate messages/s for --duration while
+it injects the drill's faults, heals them, reads everything back and checks
+the history: lost (acked, never delivered), unexpected (delivered, never
+sent), duplicates, recovered (failed or unknown, delivered anyway),
+reordered (per producer and partition) and in-doubt offsets. It prints a
+verdict table (--json: one object per drill) and exits non-zero, naming the
+seed, when a drill fails. --out DIR writes the ack latency plot (PNG, faults
+marked), the full history (JSONL) and the report (JSON).
+
+Drills:
+` + drillList() + `
+"all" runs every drill in that order. The nodes run without authentication
+on 127.0.0.1 (--insecure) and are stopped at the end.`,
+		Example: `  raidq drill kill-2
+  raidq drill slow-2 --seed 7 --duration 20s --json
+  raidq drill all --out ./drills`,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if list {
+				fmt.Fprint(cmd.OutOrStdout(), drillList())
+				return nil
+			}
+			if len(args) == 1 && args[0] == "security" { // security.go: auth, permissions, TLS, hostile input
+				o := securityDrillOptions{asJSON: asJSON, verbose: verbose}
+				o.cfg.Dir = cfg.Dir
+				return runSecurityDrill(cmd, o)
+			}
+			if len(args) == 0 {
+				return fmt.Errorf("name a drill (%s) or all", strings.Join(drill.Names(), ", "))
+			}
+			names := args
+			if len(args) == 1 && args[0] == "all" {
+				names = drill.Names()
+			}
+			for _, n := range names {
+				if drill.About(n) == "" {
+					return fmt.Errorf("unknown drill %q (known: %s, all)", n, strings.Join(drill.Names(), ", "))
+				}
+			}
+			if cfg.Binary == "" {
+				exe, err := os.Executable()
+				if err != nil {
+					return fmt.Errorf("find this binary to run the nodes (give --binary): %w", err)
+				}
+				cfg.Binary = exe
+			}
+			if docker {
+				cfg.Docker = &drill.DockerConfig{Binary: dockerBinary}
+			}
+			if len(seeds) == 0 {
+				seeds = []uint{uint(cfg.Seed)}
+			}
+			level := slog.LevelWarn
+			if verbose {
+				level = slog.LevelInfo
+			}
+			cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+			defer stop()
+			var failures []string
+			for _, seed := range seeds {
+				for _, name := range names {
+					c := cfg
+					c.Scenario, c.Seed = name, uint64(seed)
+					if !asJSON && !verbose && isTerminal(os.Stderr) {
+						c.Progress = drillProgress(name, cfg.Duration)
+					}
+					r, err := drill.Run(ctx, c)
+					if c.Progress != nil {
+						c.Progress(drill.Progress{Phase: "done"})
+					}
+					if err != nil {
+						return fmt.Errorf("drill %s (seed %d): %w", name, seed, err)
+					}
+					if asJSON {
+						if err := json.NewEncoder(cmd.OutOrStdout()).Encode(r); err != nil {
+							return err
+						}
+					} else {
+						printDrill(cmd.OutOrStdout(), r)
+					}
+					if !r.OK {
+						failures = append(failures, fmt.Sprintf("%s --seed %d", name, seed))
+						fmt.Fprintf(os.Stderr, "drill %s FAILED with seed %d: rerun with `raidq drill %s --seed %d --duration %s`\n",
+							name, seed, name, seed, cfg.Duration)
+					}
+				}
+			}
+			if len(failures) > 0 {
+				if len(failures) > 1 {
+					fmt.Fprintf(os.Stderr, "%d drills failed: %s\n", len(failures), strings.Join(failures, "; "))
+				}
+				return errFailed
+			}
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.Uint64Var(&cfg.Seed, "seed", 1, "seed: which nodes get the faults, producer seeds, corrupted bytes")
+	f.UintSliceVar(&seeds, "seeds", nil, "run every drill once per seed (e.g. 1,2,3); overrides --seed")
+	f.DurationVar(&cfg.Duration, "duration", 30*time.Second, "how long the producers send")
+	f.IntVar(&cfg.Rate, "rate", 1000, "messages per second over all producers")
+	f.IntVar(&cfg.Producers, "producers", 4, "producers (each its own client; the conflict drill uses at least 16)")
+	f.IntVar(&cfg.Size, "size", 256, "message size in bytes")
+	f.IntVar(&cfg.Partitions, "partitions", 4, "partitions of the drill topic")
+	f.IntVar(&cfg.Window, "window", 512, "sends in flight per producer")
+	f.StringVar(&cfg.Out, "out", "", "write <drill>-seed<N>.png (ack latency, faults marked), .jsonl (history) and .json here")
+	f.StringVar(&cfg.Binary, "binary", "", "the raidq binary the nodes run (default: this one)")
+	f.StringVar(&cfg.Dir, "dir", "", "data directory of the nodes (default: a temporary one, removed afterwards)")
+	f.BoolVar(&cfg.Keep, "keep", false, "keep the temporary data directory")
+	f.DurationVar(&cfg.Drain, "drain", 60*time.Second, "bound on reading everything back after the load")
+	f.BoolVar(&cfg.NoSync, "no-fsync", false, "run the nodes with --no-fsync")
+	f.StringVar(&cfg.NodeLogLevel, "node-log-level", "warn", "the nodes' --log-level (their logs stay in memory; tails are shown on failures)")
+	f.BoolVar(&docker, "docker", false, "run the nodes as containers built FROM scratch (needs a Docker engine; docs/drills.md)")
+	f.StringVar(&dockerBinary, "docker-binary", "", "with --docker: a static (CGO_ENABLED=0) raidq binary for the image (default: build one with go)")
+	f.BoolVar(&asJSON, "json", false, "print one JSON object per drill")
+	f.BoolVarP(&verbose, "verbose", "v", false, "log the drill's faults and phases on stderr")
+	f.BoolVar(&list, "list", false, "list the drills and exit")
+	return cmd
+}
+
+func drillList() string {
+	var sb strings.Builder
+	tw := tabwriter.NewWriter(&sb, 0, 0, 2, ' ', 0)
+	for _, n := range drill.Names() {
+		fmt.Fprintf(tw, "  %s\t%s\n", n, drill.About(n))
+	}
+	_ = tw.Flush()
+	return sb.String()
+}
+
+// drillProgress draws a progress bar on stderr: the load by time, then
+// the drain by records delivered.
+func drillProgress(name string, d time.Duration) func(drill.Progress) {
+	bar := progressbar.NewOptions64(d.Milliseconds(), progressbar.OptionSetWriter(os.Stderr),
+		progressbar.OptionSetDescription(name+": starting"), progressbar.OptionClearOnFinish(),
+		progressbar.OptionThrottle(200*time.Millisecond), progressbar.OptionShowElapsedTimeOnFinish(),
+		progressbar.OptionSetPredictTime(false))
+	return func(p drill.Progress) {
+		switch p.Phase {
+		case "load":
+			bar.Describe(fmt.Sprintf("%s: load, acked %d, failed %d, pending %d", name, p.Acked, p.Failed, p.Pending))
+			_ = bar.Set64(min(p.Elapsed.Milliseconds(), d.Milliseconds()))
+		case "draining":
+			bar.Describe(fmt.Sprintf("%s: reading back %d/%d acked", name, p.Got, p.Expected))
+			if p.Expected > 0 {
+				_ = bar.Set64(d.Milliseconds() * int64(p.Got) / int64(p.Expected))
+			}
+		case "done":
+			_ = bar.Finish()
+			_ = bar.Clear()
+		default:
+			bar.Describe(name + ": " + p.Phase)
+		}
+	}
+}
+
+func printDrill(w io.Writer, r *drill.Report) {
+	fmt.Fprintf(w, "drill %s, seed %d, %s backend, nodes %s", r.Scenario, r.Seed, r.Backend, strings.Join(r.Nodes, " "))
+	if len(r.Faulted) > 0 {
+		fmt.Fprintf(w, ", faults on %s", strings.Join(r.Faulted, " "))
+	}
+	fmt.Fprintln(w)
+	for _, e := range r.Events {
+		fmt.Fprintf(w, "  %7.2fs  %-5s  %s\n", e.T, e.Kind, e.What)
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	rows := [][2]string{
+		{"load", fmt.Sprintf("%.0fs at %d msgs/s from %d producers", r.DurationS, r.Rate, r.Producers)},
+		{"attempted / acked", fmt.Sprintf("%d / %d", r.Attempted, r.Acked)},
+		{"failed / unknown sends", fmt.Sprintf("%d / %d", r.FailedSends, r.Unknown)},
+		{"delivered", fmt.Sprint(r.Delivered)},
+		{"lost (acked, never delivered)", fmt.Sprint(r.Lost)},
+		{"unexpected (never sent)", fmt.Sprint(r.Unexpected)},
+		{"duplicates", fmt.Sprint(r.Duplicates)},
+		{"recovered (failed/unknown, delivered)", fmt.Sprint(r.Recovered)},
+		{"reordered (per producer+partition)", fmt.Sprint(r.Reordered)},
+		{"in doubt (reader reports)", fmt.Sprint(r.InDoubt)},
+		{"ack latency p50/p99/p99.9/max", fmt.Sprintf("%.1f / %.1f / %.1f / %.1f ms", r.AckP50Ms, r.AckP99Ms, r.AckP999Ms, r.AckMaxMs)},
+		{"longest gap between acks", fmt.Sprintf("%.0f ms", r.LongestAckGapMs)},
+		{"conflicts / retries / rewrites", fmt.Sprintf("%d / %d / %d", r.Conflicts, r.Retries, r.Rewrites)},
+		{"drain", fmt.Sprintf("%.1fs", r.DrainS)},
+		{"machine load average (start, end)", fmt.Sprint(r.LoadAvg)},
+	}
+	for _, row := range rows {
+		fmt.Fprintf(tw, "  %s\t%s\n", row[0], row[1])
+	}
+	_ = tw.Flush()
+	if len(r.Errors) > 0 {
+		var es []string
+		for k, v := range r.Errors {
+			es = append(es, fmt.Sprintf("%s=%d", k, v))
+		}
+		fmt.Fprintf(w, "  send errors: %s\n  most frequent: %s\n", strings.Join(es, " "), r.FirstError)
+	}
+	for _, n := range r.Notes {
+		fmt.Fprintf(w, "  note: %s\n", n)
+	}
+	for _, lr := range r.LostRecords {
+		fmt.Fprintf(w, "  LOST %s partition %d offset %d index %d stripe %s (acked at %.2fs): %s\n",
+			lr.ID, lr.Partition, lr.Offset, lr.Index, lr.Stripe, lr.AckedAtS, lr.Summary)
+		for _, s := range lr.Shards {
+			fmt.Fprintf(w, "        %s offset %d shard %d same_stripe=%v repair=%v %s %s\n", s.Node, s.Offset, s.Shard, s.Same,
+				s.Repair, s.Stripe, s.Err)
+		}
+	}
+	for _, c := range r.Checks {
+		mark := "ok  "
+		if !c.OK {
+			mark = "FAIL"
+		}
+		fmt.Fprintf(w, "  %s  %s", mark, c.Name)
+		if c.Detail != "" {
+			fmt.Fprintf(w, " (%s)", c.Detail)
+		}
+		fmt.Fprintln(w)
+	}
+	for _, f := range r.Files {
+		fmt.Fprintf(w, "  wrote %s\n", f)
+	}
+	if r.OK {
+		fmt.Fprintf(w, "OK: drill %s, seed %d: nothing acknowledged was lost\n\n", r.Scenario, r.Seed)
+	} else {
+		fmt.Fprintf(w, "FAILED: drill %s, seed %d\n\n", r.Scenario, r.Seed)
+	}
+}

@@ -1,0 +1,116 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/raidq/raidq/scenarios/cluster"
+)
+
+// TestCLISecureCluster is the "Secure a cluster" path of the README: an
+// auth file made with `raidq security passwd` and `nkey`, certificates
+// from `raidq security certs`, three `raidq node --auth --tls-*`
+// processes, and the client commands with --user/--password, --nkey and
+// --tls-ca. Clients without credentials or without the CA are refused
+// with a message that says what is missing.
+func TestCLISecureCluster(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts three node processes")
+	}
+	bin := testBinary(t)
+	dir := t.TempDir()
+	run := func(stdin string, args ...string) (string, string, error) {
+		cmd := exec.Command(bin, args...)
+		var out, errb strings.Builder
+		cmd.Stdout, cmd.Stderr, cmd.Stdin = &out, &errb, strings.NewReader(stdin)
+		err := cmd.Run()
+		return out.String(), errb.String(), err
+	}
+	must := func(stdin string, args ...string) string {
+		t.Helper()
+		out, errOut, err := run(stdin, args...)
+		if err != nil {
+			t.Fatalf("raidq %s: %v\n%s%s", strings.Join(args, " "), err, out, errOut)
+		}
+		return out
+	}
+	tlsDir := filepath.Join(dir, "tls")
+	must("", "security", "certs", "--dir", tlsDir, "--name", "node", "--hosts", "127.0.0.1,localhost")
+	ca := filepath.Join(tlsDir, "ca.pem")
+	hash := strings.TrimSpace(must("opspw\n", "security", "passwd", "--cost", "4"))
+	seed := filepath.Join(dir, "shop.nk")
+	pub := strings.TrimSpace(must("", "security", "nkey", "--out", seed))
+	auth := filepath.Join(dir, "auth.conf")
+	conf := fmt.Sprintf(`users: [
+  {user: ops, password: %q, roles: [admin]}
+  {nkey: %s, producer: [orders]}
+  {user: reader, password: readerpw, consumer: [orders]}
+]
+`, hash, pub)
+	if err := os.WriteFile(auth, []byte(conf), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out := must("", "security", "nats-config", "--auth", auth); !strings.Contains(out, `"raidq.raidq.slot.*.orders.*"`) {
+		t.Fatalf("nats-config: %s", out)
+	}
+
+	c, err := cluster.New(cluster.Config{Binary: bin, Dir: filepath.Join(dir, "nodes"), Nodes: 3, LogLevel: "info",
+		Args: []string{"--auth", auth, "--tls-cert", filepath.Join(tlsDir, "node.pem"), "--tls-key", filepath.Join(tlsDir, "node-key.pem"),
+			"--tls-ca", ca, "--meta-replicas", "3"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	for i := range 3 {
+		if err := c.StartNode(i); err != nil {
+			t.Fatal(err)
+		}
+	}
+	url := c.URL()
+	admin := []string{"--nats", url, "--tls-ca", ca, "--user", "ops", "--password", "opspw", "--timeout", "10s"}
+	deadline := time.Now().Add(90 * time.Second)
+	for {
+		out, errOut, err := run("", append([]string{"topic", "create", "orders", "--partitions", "1", "--data-shards", "2",
+			"--parity-shards", "1", "--acks", "2"}, admin...)...)
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			c.LogTails(t, 20)
+			t.Fatalf("topic create as admin: %v\n%s%s", err, out, errOut)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	must("a\nb\nc\n", "produce", "orders", "--nats", url, "--tls-ca", ca, "--nkey", seed, "--timeout", "20s")
+	out := must("", "consume", "orders", "--from", "earliest", "--count", "3", "--nats", url, "--tls-ca", ca,
+		"--user", "reader", "--password", "readerpw", "--timeout", "30s")
+	if out != "a\nb\nc\n" && len(strings.Fields(out)) != 3 {
+		t.Fatalf("consume: %q", out)
+	}
+	if out := must("", append([]string{"status"}, admin...)...); !strings.Contains(out, "n2") {
+		t.Fatalf("status as admin: %s", out)
+	}
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"topic", "list", "--nats", url, "--tls-ca", ca}, "requires credentials"},
+		{[]string{"topic", "list", "--nats", url, "--user", "ops", "--password", "opspw"}, "requires TLS"},
+		{[]string{"topic", "list", "--nats", url, "--tls-ca", ca, "--user", "ops", "--password", "nope"}, "Authorization Violation"},
+		{[]string{"status", "--nats", url, "--tls-ca", ca, "--user", "reader", "--password", "readerpw"}, "no raidq node answered"},
+		{[]string{"topic", "list", "--nats", url, "--tls-ca", ca, "--user", "ops", "--nkey", seed}, "give one of"},
+	} {
+		_, errOut, err := run("", append(c.args, "--timeout", "3s")...)
+		if err == nil || !strings.Contains(errOut, c.want) {
+			t.Errorf("raidq %s: %v %q, want an error with %q", strings.Join(c.args, " "), err, errOut, c.want)
+		}
+	}
+	if !strings.Contains(c.Node(0).Proc.Stderr(), "authentication on") {
+		t.Errorf("node log does not say authentication is on:\n%s", c.Node(0).Proc.Tail(20))
+	}
+}

@@ -1,0 +1,187 @@
+package raidq_test
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/raidq/raidq"
+	"github.com/raidq/raidq/bus"
+	"github.com/raidq/raidq/scenarios/cluster"
+	"github.com/raidq/raidq/scenarios/testlog"
+)
+
+func TestStartNodeSecurityRefuses(t *testing.T) {
+	log := testlog.New(t, slog.LevelWarn)
+	dir := t.TempDir()
+	tlsb, _, err := bus.EnsureDevTLS(filepath.Join(dir, "tls"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	auth, err := bus.ParseAuthConfig([]byte(`users: [{user: a, password: b, roles: [admin]}]`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := raidq.NodeOptions{ID: "n1", DataDir: dir, Listen: "127.0.0.1:-1", Logger: log}
+	cases := []struct {
+		name string
+		edit func(*raidq.NodeOptions)
+		want string
+		is   error
+	}{
+		{"neither auth nor insecure", func(o *raidq.NodeOptions) {}, "--auth FILE", raidq.ErrNoAuth},
+		{"TLS alone is not authentication", func(o *raidq.NodeOptions) { o.TLS = tlsb.Files() }, "--insecure", raidq.ErrNoAuth},
+		{"auth, clustered, routes unauthenticated", func(o *raidq.NodeOptions) {
+			o.Auth, o.ClusterListen, o.Routes = auth, "127.0.0.1:-1", []string{"nats-route://127.0.0.1:1"}
+		}, "routes between nodes must authenticate", nil},
+		{"clustered TLS without a CA", func(o *raidq.NodeOptions) {
+			o.Auth, o.ClusterListen = auth, "127.0.0.1:-1"
+			o.TLS = &bus.TLSFiles{Cert: tlsb.Cert, Key: tlsb.Key}
+		}, "--tls-ca", nil},
+		{"a certificate without its key", func(o *raidq.NodeOptions) {
+			o.Auth, o.TLS = auth, &bus.TLSFiles{Cert: tlsb.Cert}
+		}, "--tls-key", nil},
+		{"auth with --nats", func(o *raidq.NodeOptions) { o.Listen, o.NATSURL, o.Auth = "", "nats://127.0.0.1:1", auth }, "--nats", nil},
+		{"--nats without credentials", func(o *raidq.NodeOptions) { o.Listen, o.NATSURL = "", "nats://127.0.0.1:1" }, "--nats-creds", raidq.ErrNoAuth},
+	}
+	for _, tc := range cases {
+		o := base
+		tc.edit(&o)
+		_, err := raidq.StartNode(o)
+		if err == nil || !strings.Contains(err.Error(), tc.want) || (tc.is != nil && !errors.Is(err, tc.is)) {
+			t.Errorf("%s: got %v, want an error mentioning %q", tc.name, err, tc.want)
+		}
+	}
+}
+
+// TestNodesWithAuth: three clustered nodes with an auth file and routes
+// authenticated by the routes user (no TLS) form a cluster; the roles do
+// their jobs without a permission violation anywhere; a server with a
+// wrong route password is refused.
+func TestNodesWithAuth(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts three clustered nodes")
+	}
+	log := testlog.New(t, slog.LevelWarn)
+	dir := t.TempDir()
+	auth, err := bus.ParseAuthConfig([]byte(`
+users: [
+  {user: ops, password: o, roles: [admin]}
+  {user: app, password: a, producer: [orders], consumer: [orders]}
+]
+routes: {user: route, password: r0ute}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ports, err := cluster.FreePorts(6)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var routes, urls []string
+	for i := range 3 {
+		urls = append(urls, fmt.Sprintf("nats://127.0.0.1:%d", ports[i]))
+		routes = append(routes, fmt.Sprintf("nats-route://127.0.0.1:%d", ports[3+i]))
+	}
+	nodes := make([]*raidq.Node, 3)
+	errs := make([]error, 3)
+	var wg sync.WaitGroup
+	for i := range 3 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			nodes[i], errs[i] = raidq.StartNode(raidq.NodeOptions{ID: fmt.Sprintf("n%d", i), DataDir: filepath.Join(dir, fmt.Sprint(i)),
+				Listen: fmt.Sprintf("127.0.0.1:%d", ports[i]), ClusterListen: fmt.Sprintf("127.0.0.1:%d", ports[3+i]), Routes: routes,
+				Auth: auth, NoSync: true, Logger: log, MetaTimeout: 90 * time.Second})
+		}()
+	}
+	wg.Wait()
+	for _, n := range nodes {
+		if n != nil {
+			t.Cleanup(func() { _ = n.Stop(context.Background()) })
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	url := strings.Join(urls, ",")
+	admin, err := raidq.Connect(url, raidq.WithCluster(raidq.DefaultCluster), raidq.WithUserPassword("ops", "o"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close()
+	p := raidq.DefaultParams()
+	p.N, p.K, p.W = 3, 2, 2
+	for {
+		_, err = admin.CreateTopic(ctx, raidq.TopicConfig{Name: "orders", Partitions: 1, Params: p})
+		if err == nil || ctx.Err() != nil {
+			break
+		}
+		time.Sleep(200 * time.Millisecond) // until every node is a member
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	app, err := raidq.Connect(urls[2], raidq.WithUserPassword("app", "a"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer app.Close()
+	if err := app.WaitTopic(ctx, "orders"); err != nil {
+		t.Fatal(err)
+	}
+	prod, err := app.Producer("orders")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer prod.Close(context.Background())
+	start := time.Now().Add(-time.Second)
+	if _, err := prod.Send(ctx, raidq.Message{Value: []byte("over authenticated routes")}); err != nil {
+		t.Fatal(err)
+	}
+	readN(t, app, "orders", raidq.ConsumerOptions{From: start}, 1)
+
+	// A route with the wrong password.
+	c, err := net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", ports[3]), time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+	br := bufio.NewReader(c)
+	_, _ = br.ReadString('\n')
+	fmt.Fprintf(c, "CONNECT {\"user\":\"route\",\"pass\":\"guess\",\"verbose\":false,\"pedantic\":false}\r\nPING\r\n")
+	for {
+		l, err := br.ReadString('\n')
+		if strings.HasPrefix(l, "PONG") {
+			t.Fatal("a route with a wrong password was accepted")
+		}
+		if err != nil || strings.HasPrefix(l, "-ERR") {
+			break
+		}
+	}
+	var auths int64
+	for _, n := range nodes {
+		if v := n.InternalViolations(); v != 0 {
+			t.Errorf("node %s: %d permission violations on its own connections", n.ID(), v)
+		}
+		auths += n.Refusals().Auth
+	}
+	deadline := time.Now().Add(3 * time.Second)
+	for auths == 0 && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+		auths = nodes[0].Refusals().Auth
+	}
+	if auths == 0 {
+		t.Error("the refused route login was not counted")
+	}
+}

@@ -1,0 +1,386 @@
+// Package bench is `raidq bench`: the same publishing workload against
+// raidq (six `raidq node` processes, 4+2 Reed-Solomon, W=4) and, with
+// VsJetStream, against NATS JetStream (three `raidq natsd` processes — the
+// nats-server embedded in raidq — with an R3 file stream), one after the
+// other in one run, and a side-by-side report: throughput, ack latency
+// (HdrHistogram p50/p99/p999/max), the longest time without any ack while
+// nodes (raidq) or the stream leader (JetStream) are SIGKILLed half-way,
+// bytes on disk per payload byte, CPU seconds and peak RSS per process
+// (/proc).
+//
+// The fsync setting is the same on both sides: Fsync means raidq's
+// default (fsync before OK) against JetStream's sync_interval "always";
+// without it, raidq --no-fsync against JetStream's default (flush every
+// 2 minutes).
+//
+// Publishers: C goroutines, each publishing synchronously (send, wait for
+// the ack, send the next) or, with Async, keeping Window sends
+// outstanding. raidq's publishers share one producer (the API batches
+// concurrent sends); JetStream's publishers have one connection each (as
+// `nats bench js pub --clients C`). Clients connect to servers that are
+// not killed. A publish that fails or times out is retried until it is
+// acknowledged; its latency counts from the first attempt.
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math"
+	"os"
+	"path/filepath"
+	"runtime"
+	"runtime/pprof"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/raidq/raidq"
+)
+
+// Config are the knobs of a run (the flags of `raidq bench`).
+type Config struct {
+	// Binary is the raidq binary that runs the node and natsd processes
+	// (built from this tree; the CLI passes its own executable).
+	Binary string
+	// Dir holds the data directories; empty: a temporary directory,
+	// removed afterwards.
+	Dir string
+
+	Messages   int
+	Size       int
+	Publishers int
+	Async      bool
+	Window     int // outstanding sends per publisher with Async (default 64)
+	Partitions int // partitions of the raidq topic (default 1, like one stream)
+	Warmup     int // messages sent before measuring (default 500)
+
+	Fsync     bool
+	Kill      int           // raidq: nodes SIGKILLed half-way; JetStream: the stream leader
+	Slow      int           // raidq nodes answering SlowDelay late
+	SlowDelay time.Duration // default 50ms
+
+	VsJetStream bool
+	// JetStreamOnly skips raidq (JetStream alone, for comparing baselines).
+	JetStreamOnly bool
+
+	// ProfileDir, if set, receives CPU profiles: the benchmark process
+	// (client-<system>.pprof) and every server process (<cmd>-<pid>.pprof).
+	ProfileDir string
+
+	// Direct: the raidq client reaches each node through the node's own
+	// NATS server (raidq.WithDirectNodes).
+	Direct bool
+	// ProducerOptions are passed to the raidq producer.
+	ProducerOptions []raidq.ProducerOption
+
+	Logger *slog.Logger // the raidq client's logs (default: discard)
+	Log    io.Writer    // progress lines (default: discard)
+}
+
+func (c *Config) defaults() error {
+	if c.Messages <= 0 {
+		c.Messages = 20000
+	}
+	if c.Size <= 0 {
+		c.Size = 1024
+	}
+	if c.Publishers <= 0 {
+		c.Publishers = 16
+	}
+	if c.Window <= 0 {
+		c.Window = 64
+	}
+	if !c.Async {
+		c.Window = 1
+	}
+	if c.Partitions <= 0 {
+		c.Partitions = 1
+	}
+	if c.Warmup < 0 {
+		c.Warmup = 0
+	} else if c.Warmup == 0 {
+		c.Warmup = 500
+	}
+	if c.SlowDelay <= 0 {
+		c.SlowDelay = 50 * time.Millisecond
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.Log == nil {
+		c.Log = io.Discard
+	}
+	switch {
+	case c.Binary == "":
+		return errors.New("bench: the raidq binary is required")
+	case c.Size < 8 || c.Size > 1<<20:
+		return fmt.Errorf("--size %d: must be 8..1048576 bytes", c.Size)
+	case c.Kill < 0 || c.Slow < 0 || c.Kill+c.Slow > 6:
+		return fmt.Errorf("--kill %d and --slow %d: must be >= 0 and together at most 6", c.Kill, c.Slow)
+	case c.Kill > 2:
+		return fmt.Errorf("--kill %d: raidq's 4+2 code tolerates 2 dead nodes; more would fail sends, not measure them", c.Kill)
+	}
+	return nil
+}
+
+func (c *Config) logf(format string, args ...any) {
+	fmt.Fprintf(c.Log, format+"\n", args...)
+}
+
+// Report is the outcome of a run (the JSON of `raidq bench --json`).
+type Report struct {
+	Raidq     *Result            `json:"raidq,omitempty"`
+	JetStream *Result            `json:"jetstream,omitempty"`
+	Ratio     map[string]float64 `json:"ratio,omitempty"`
+	Workload  WorkloadInfo       `json:"workload"`
+}
+
+// WorkloadInfo repeats the workload's parameters in the report.
+type WorkloadInfo struct {
+	Messages   int    `json:"messages"`
+	Size       int    `json:"size"`
+	Publishers int    `json:"publishers"`
+	Mode       string `json:"mode"`
+	Fsync      bool   `json:"fsync"`
+	Kill       int    `json:"kill"`
+	Slow       int    `json:"slow"`
+	SlowMs     int64  `json:"slow_delay_ms,omitempty"`
+	Partitions int    `json:"partitions"`
+	CPUs       int    `json:"cpus"`
+	Started    string `json:"started"`
+}
+
+// Run runs the benchmark: raidq, then (with VsJetStream) JetStream.
+func Run(ctx context.Context, cfg Config) (*Report, error) {
+	if err := cfg.defaults(); err != nil {
+		return nil, err
+	}
+	dir := cfg.Dir
+	if dir == "" {
+		d, err := os.MkdirTemp("", "raidq-bench-")
+		if err != nil {
+			return nil, err
+		}
+		defer os.RemoveAll(d)
+		dir = d
+	}
+	if cfg.ProfileDir != "" {
+		if err := os.MkdirAll(cfg.ProfileDir, 0o755); err != nil {
+			return nil, err
+		}
+		abs, err := filepath.Abs(cfg.ProfileDir)
+		if err != nil {
+			return nil, err
+		}
+		cfg.ProfileDir = abs
+	}
+	mode := "sync"
+	if cfg.Async {
+		mode = fmt.Sprintf("async, window %d", cfg.Window)
+	}
+	r := &Report{Workload: WorkloadInfo{Messages: cfg.Messages, Size: cfg.Size, Publishers: cfg.Publishers, Mode: mode,
+		Fsync: cfg.Fsync, Kill: cfg.Kill, Slow: cfg.Slow, Partitions: cfg.Partitions, CPUs: runtime.NumCPU(),
+		Started: time.Now().UTC().Format(time.RFC3339)}}
+	if cfg.Slow > 0 {
+		r.Workload.SlowMs = cfg.SlowDelay.Milliseconds()
+	}
+	var err error
+	if !cfg.JetStreamOnly {
+		if r.Raidq, err = runRaidq(ctx, &cfg, dir); err != nil {
+			return nil, err
+		}
+		cfg.logf("%s", r.Raidq)
+	}
+	if cfg.VsJetStream || cfg.JetStreamOnly {
+		if r.JetStream, err = runJetStream(ctx, &cfg, dir); err != nil {
+			return nil, err
+		}
+		cfg.logf("%s", r.JetStream)
+	}
+	if r.Raidq != nil && r.JetStream != nil {
+		r.Ratio = ratios(r.Raidq, r.JetStream)
+	}
+	return r, nil
+}
+
+// measure runs the workload against t, sampling the server processes and
+// this process around it; kill runs once half of the messages are acked.
+func measure(ctx context.Context, cfg *Config, system string, procs []*tracked, t target, kill func(*recorder)) (*recorder, usage, error) {
+	if cfg.ProfileDir != "" {
+		f, err := os.Create(filepath.Join(cfg.ProfileDir, "client-"+system+".pprof"))
+		if err != nil {
+			return nil, usage{}, err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err == nil {
+			defer pprof.StopCPUProfile()
+		}
+	}
+	w := workload{messages: cfg.Messages, size: cfg.Size, publishers: cfg.Publishers, async: cfg.Async, window: cfg.Window}
+	self := &tracked{pid: os.Getpid()}
+	for _, p := range procs {
+		p.begin()
+	}
+	self.begin()
+	busy0, busyOK := machineBusy()
+	var rec *recorder
+	var onHalf func()
+	killed := make(chan struct{})
+	if cfg.Kill > 0 {
+		onHalf = func() { defer close(killed); kill(rec) }
+	} else {
+		close(killed)
+	}
+	cfg.logf("%s: %d messages of %d bytes, %d publishers (%s)", system, cfg.Messages, cfg.Size, cfg.Publishers,
+		map[bool]string{false: "sync", true: fmt.Sprintf("async, window %d", cfg.Window)}[cfg.Async])
+	rec = newRecorder(cfg.Messages, onHalf)
+	w.runWith(ctx, t, rec)
+	if cfg.Kill > 0 && rec.acked.Load() < max(rec.half, 1) {
+		close(killed) // never reached half-way (everything failed)
+	}
+	<-killed
+	self.finish()
+	busy1, _ := machineBusy()
+	for _, p := range procs {
+		p.finish()
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, usage{}, err
+	}
+	u := usage{client: self.end.CPU - self.start.CPU}
+	if busyOK {
+		u.machine = busy1 - busy0
+	}
+	return rec, u, nil
+}
+
+// usage is the CPU time of this process and of the whole machine during
+// a workload.
+type usage struct{ client, machine time.Duration }
+
+// ratioFields are the fields compared as raidq / jetstream.
+var ratioFields = []struct {
+	name string
+	get  func(*Result) float64
+}{
+	{"throughput_msgs_s", func(r *Result) float64 { return r.ThroughputMsgsS }},
+	{"ack_p50_ms", func(r *Result) float64 { return r.AckP50Ms }},
+	{"ack_p99_ms", func(r *Result) float64 { return r.AckP99Ms }},
+	{"ack_p999_ms", func(r *Result) float64 { return r.AckP999Ms }},
+	{"ack_max_ms", func(r *Result) float64 { return r.AckMaxMs }},
+	{"longest_ack_gap_ms", func(r *Result) float64 { return r.LongestAckGapMs }},
+	{"disk_bytes_per_payload_byte", func(r *Result) float64 { return r.DiskBytesPerPayloadByte }},
+	{"cpu_s", func(r *Result) float64 { return r.CPUS }},
+	{"peak_rss_mb", func(r *Result) float64 { return r.PeakRSSMB }},
+}
+
+// ratios is raidq / jetstream for every compared field.
+func ratios(a, b *Result) map[string]float64 {
+	m := make(map[string]float64)
+	for _, f := range ratioFields {
+		if y := f.get(b); y != 0 {
+			m[f.name] = math.Round(f.get(a)/y*1000) / 1000
+		}
+	}
+	return m
+}
+
+// PrintTable writes the side-by-side table.
+func (r *Report) PrintTable(w io.Writer) {
+	wl := r.Workload
+	fs := "fsync on both sides (raidq fsync before OK, JetStream sync_interval always)"
+	if !wl.Fsync {
+		fs = "no fsync (raidq --no-fsync, JetStream default sync_interval 2 min)"
+	}
+	fmt.Fprintf(w, "workload: %d messages of %d B, %d publishers (%s), %s", wl.Messages, wl.Size, wl.Publishers, wl.Mode, fs)
+	if wl.Kill > 0 {
+		fmt.Fprintf(w, ", --kill %d", wl.Kill)
+	}
+	if wl.Slow > 0 {
+		fmt.Fprintf(w, ", --slow %d (%d ms)", wl.Slow, wl.SlowMs)
+	}
+	fmt.Fprintf(w, "; %d CPUs\n", wl.CPUs)
+	var cols []*Result
+	head := "metric"
+	for _, res := range []*Result{r.Raidq, r.JetStream} {
+		if res != nil {
+			cols = append(cols, res)
+			head += "\t" + res.System
+		}
+	}
+	if r.Ratio != nil {
+		head += "\traidq/jetstream"
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, head+"\t")
+	row := func(name, ratioKey string, get func(*Result) string) {
+		line := name
+		for _, c := range cols {
+			line += "\t" + get(c)
+		}
+		if r.Ratio != nil {
+			if v, ok := r.Ratio[ratioKey]; ok {
+				line += fmt.Sprintf("\t%.2fx", v)
+			} else {
+				line += "\t"
+			}
+		}
+		fmt.Fprintln(tw, line+"\t")
+	}
+	f0 := func(f func(*Result) float64) func(*Result) string {
+		return func(x *Result) string { return fmt.Sprintf("%.0f", f(x)) }
+	}
+	f1 := func(f func(*Result) float64) func(*Result) string {
+		return func(x *Result) string { return fmt.Sprintf("%.1f", f(x)) }
+	}
+	f2 := func(f func(*Result) float64) func(*Result) string {
+		return func(x *Result) string { return fmt.Sprintf("%.2f", f(x)) }
+	}
+	row("acked / failed", "", func(x *Result) string { return fmt.Sprintf("%d / %d", x.Acked, x.Failed) })
+	row("throughput msgs/s", "throughput_msgs_s", f0(func(x *Result) float64 { return x.ThroughputMsgsS }))
+	row("throughput MB/s", "", f1(func(x *Result) float64 { return x.ThroughputMBS }))
+	row("ack p50 ms", "ack_p50_ms", f2(func(x *Result) float64 { return x.AckP50Ms }))
+	row("ack p99 ms", "ack_p99_ms", f2(func(x *Result) float64 { return x.AckP99Ms }))
+	row("ack p999 ms", "ack_p999_ms", f2(func(x *Result) float64 { return x.AckP999Ms }))
+	row("ack max ms", "ack_max_ms", f1(func(x *Result) float64 { return x.AckMaxMs }))
+	row("longest ack gap ms", "longest_ack_gap_ms", f1(func(x *Result) float64 { return x.LongestAckGapMs }))
+	row("disk B / payload B", "disk_bytes_per_payload_byte", f2(func(x *Result) float64 { return x.DiskBytesPerPayloadByte }))
+	row("CPU s (servers+client)", "cpu_s", f1(func(x *Result) float64 { return x.CPUS }))
+	row("  servers / client", "", func(x *Result) string { return fmt.Sprintf("%.1f / %.1f", x.ServerCPUS, x.ClientCPUS) })
+	row("other processes' CPU s", "", f1(func(x *Result) float64 { return x.OtherCPUS }))
+	row("peak RSS MB (largest)", "peak_rss_mb", f0(func(x *Result) float64 { return x.PeakRSSMB }))
+	row("peak RSS MB (sum)", "", f0(func(x *Result) float64 { return x.TotalRSSMB }))
+	row("retries", "", func(x *Result) string { return fmt.Sprint(x.Retries) })
+	if r.Raidq != nil && r.Raidq.Stripes > 0 {
+		row("records per stripe", "", func(x *Result) string {
+			if x.Stripes == 0 {
+				return "-"
+			}
+			return fmt.Sprintf("%.1f", x.RecordsPerStripe)
+		})
+	}
+	tw.Flush()
+	for _, c := range cols {
+		var ps []string
+		for _, p := range c.Processes {
+			k := ""
+			if p.Killed {
+				k = " killed"
+			}
+			ps = append(ps, fmt.Sprintf("%s %.1fs %.0fMB%s", p.Name, p.CPUS, p.PeakRSSMB, k))
+		}
+		fmt.Fprintf(w, "%s: %s\n  processes: %s\n", c.System, c.Setup, strings.Join(ps, ", "))
+		if len(c.Killed) > 0 {
+			fmt.Fprintf(w, "  killed at %.0f ms: %s\n", c.KillAtMs, strings.Join(c.Killed, ", "))
+		}
+		if len(c.Slow) > 0 {
+			fmt.Fprintf(w, "  slow: %s\n", strings.Join(c.Slow, ", "))
+		}
+		if c.FirstError != "" {
+			fmt.Fprintf(w, "  first error: %s\n", c.FirstError)
+		}
+	}
+}

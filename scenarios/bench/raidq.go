@@ -1,0 +1,198 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/raidq/raidq"
+	"github.com/raidq/raidq/actors/metrics"
+	"github.com/raidq/raidq/scenarios/cluster"
+)
+
+// raidqTarget publishes through one raidq producer shared by every
+// publisher (a Producer is safe for concurrent use and batches what its
+// callers send at the same time).
+type raidqTarget struct{ p *raidq.Producer }
+
+func (t raidqTarget) send(ctx context.Context, _ int, msg []byte) error {
+	_, err := t.p.Send(ctx, raidq.Message{Value: msg})
+	return err
+}
+
+func (t raidqTarget) sendAsync(_ int, msg []byte, done func(error)) {
+	t.p.SendAsync(raidq.Message{Value: msg}, func(_ raidq.Message, err error) { done(err) })
+}
+
+// runRaidq runs the workload against six `raidq node` processes.
+func runRaidq(ctx context.Context, cfg *Config, dir string) (*Result, error) {
+	const nodes = 6
+	res := &Result{System: "raidq", Messages: cfg.Messages}
+	fsync := "fsync on"
+	var args []string
+	if !cfg.Fsync {
+		args = append(args, "--no-fsync")
+		fsync = "--no-fsync"
+	}
+	res.Setup = fmt.Sprintf("%d `raidq node` processes, 4+2 Reed-Solomon, W=4, %d partition(s), %s", nodes, cfg.Partitions, fsync)
+	if !cfg.Direct {
+		res.Setup += ", client through one server (--direct=false)"
+	}
+	var env []string
+	if cfg.ProfileDir != "" {
+		env = append(env, "RAIDQ_CPUPROFILE="+cfg.ProfileDir)
+	}
+	c, err := cluster.New(cluster.Config{Binary: cfg.Binary, Dir: filepath.Join(dir, "raidq"), Nodes: nodes,
+		Cluster: "bench", LogLevel: "warn", Args: args, Env: env,
+		NodeArgs: func(i int) []string {
+			if i < cfg.Slow {
+				return []string{"--reply-delay", cfg.SlowDelay.String()}
+			}
+			return nil
+		}})
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close()
+	cfg.logf("raidq: starting %d node processes", nodes)
+	if err := c.Start(); err != nil {
+		return nil, fmt.Errorf("raidq: start the nodes: %w", err)
+	}
+	// Clients connect to servers that stay up: a kill measures the loss of
+	// storage nodes, not a client reconnect.
+	killed := make([]int, 0, cfg.Kill)
+	for i := range cfg.Kill {
+		killed = append(killed, nodes-1-i)
+	}
+	var urls []string
+	for i, n := range c.Nodes() {
+		if !contains(killed, i) {
+			urls = append(urls, n.ClientURL())
+		}
+	}
+	for i := range cfg.Slow {
+		res.Slow = append(res.Slow, c.Node(i).ID)
+	}
+	reg := prometheus.NewRegistry()
+	cl, err := raidq.Connect(strings.Join(urls, ","), raidq.WithCluster(c.Cluster()), raidq.WithLogger(cfg.Logger),
+		raidq.WithName("raidq-bench"), raidq.WithMetrics(reg), raidq.WithDirectNodes(cfg.Direct))
+	if err != nil {
+		return nil, err
+	}
+	defer cl.Close()
+	tctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if _, err := cl.CreateTopic(tctx, raidq.TopicConfig{Name: "bench", Partitions: cfg.Partitions, Params: raidq.DefaultParams()}); err != nil {
+		return nil, err
+	}
+	if err := cl.WaitTopic(tctx, "bench"); err != nil {
+		return nil, err
+	}
+	p, err := cl.Producer("bench", cfg.ProducerOptions...)
+	if err != nil {
+		return nil, err
+	}
+	var closeOnce sync.Once
+	closeProducer := func() {
+		closeOnce.Do(func() {
+			cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			_ = p.Close(cctx)
+		})
+	}
+	defer closeProducer()
+	t := raidqTarget{p: p}
+	warm, err := warmUp(tctx, cfg, t)
+	if err != nil {
+		return nil, fmt.Errorf("raidq: warm-up: %w", err)
+	}
+
+	procs := make([]*tracked, nodes)
+	for i, n := range c.Nodes() {
+		procs[i] = &tracked{name: n.ID, pid: n.Proc.Cmd.Process.Pid}
+	}
+	attempts := func() float64 {
+		v, _, _ := metrics.Sum(reg, "raidq_producer_stripe_attempts_total", nil)
+		return v
+	}
+	attempts0 := attempts()
+	rec, use, err := measure(ctx, cfg, "raidq", procs, t, func(rec *recorder) {
+		for _, i := range killed {
+			procs[i].finish()
+			procs[i].killed = true
+			c.KillNode(i)
+			res.Killed = append(res.Killed, c.Node(i).ID)
+		}
+		res.KillAtMs = float64(time.Since(rec.start).Microseconds()) / 1000
+		cfg.logf("raidq: killed %s (SIGKILL) at %.0f ms", strings.Join(res.Killed, " "), res.KillAtMs)
+	})
+	if err != nil {
+		return nil, err
+	}
+	res.summarize(rec, cfg.Size)
+	res.addProcs(procs, use.client, use.machine)
+	if res.Stripes = int(attempts() - attempts0); res.Stripes > 0 {
+		res.RecordsPerStripe = float64(res.Acked) / float64(res.Stripes)
+	}
+
+	// Stop gracefully (profiles are written on exit), then measure disk.
+	closeProducer()
+	cl.Close()
+	for i := range c.Nodes() {
+		if !contains(killed, i) {
+			if _, err := c.StopNode(i, 30*time.Second); err != nil {
+				cfg.logf("raidq: stop %s: %v", c.Node(i).ID, err)
+			}
+		}
+	}
+	var disk int64
+	for _, n := range c.Nodes() {
+		disk += diskUsage(n.Dir)
+	}
+	res.setDisk(disk, int64(res.Acked+warm)*int64(cfg.Size))
+	return res, nil
+}
+
+// warmUp sends messages until the system acknowledges one (topic and
+// stream metadata reach every server), then a short burst that opens
+// every connection and route. It returns how many messages it stored.
+func warmUp(ctx context.Context, cfg *Config, t target) (int, error) {
+	msg := make([]byte, cfg.Size)
+	var last error
+	for {
+		actx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		err := t.send(actx, 0, msg)
+		cancel()
+		if err == nil {
+			break
+		}
+		last = err
+		select {
+		case <-ctx.Done():
+			return 0, errors.Join(ctx.Err(), last)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	w := workload{messages: cfg.Warmup, size: cfg.Size, publishers: cfg.Publishers, async: cfg.Async, window: cfg.Window}
+	rec := w.run(ctx, t, nil)
+	if rec.failed > 0 {
+		return 0, fmt.Errorf("%d warm-up messages failed: %s", rec.failed, rec.firstErr)
+	}
+	time.Sleep(200 * time.Millisecond)
+	return 1 + len(rec.acks), nil
+}
+
+func contains(s []int, v int) bool {
+	for _, x := range s {
+		if x == v {
+			return true
+		}
+	}
+	return false
+}

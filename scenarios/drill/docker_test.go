@@ -1,0 +1,35 @@
+package drill
+
+import (
+	"context"
+	"log/slog"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/raidq/raidq/scenarios/testlog"
+)
+
+// TestDockerDrill runs kill-2 against six containers built FROM scratch
+// (docker/Dockerfile, docker/compose.yaml). Opt-in: RAIDQ_DRILL_DOCKER=1.
+func TestDockerDrill(t *testing.T) {
+	if os.Getenv("RAIDQ_DRILL_DOCKER") == "" {
+		t.Skip("opt-in: set RAIDQ_DRILL_DOCKER=1 to run a drill against containers (needs a Docker engine and a compose command)")
+	}
+	if testing.Short() {
+		t.Skip("starts containers: skipped with -short")
+	}
+	if err := DockerAvailable(); err != nil {
+		t.Skipf("skipping the Docker drill: no usable Docker engine: %v", err)
+	}
+	r, err := Run(context.Background(), Config{Scenario: "kill-2", Seed: 1, Duration: 8 * time.Second, Rate: 300,
+		Dir: t.TempDir(), Drain: 60 * time.Second, Docker: &DockerConfig{}, Logger: testlog.New(t, slog.LevelInfo)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("docker kill-2: attempted %d acked %d failed %d unknown %d delivered %d lost %d p99 %.1fms",
+		r.Attempted, r.Acked, r.FailedSends, r.Unknown, r.Delivered, r.Lost, r.AckP99Ms)
+	if r.Backend != "docker" || !r.OK || r.Lost != 0 || r.Unexpected != 0 || r.Acked == 0 {
+		t.Fatalf("docker kill-2: %+v", *r)
+	}
+}

@@ -1,0 +1,544 @@
+// Package drill runs failure drills against real `raidq node` processes
+// and checks, in the spirit of Jepsen's "total queue" workload, that
+// nothing acknowledged is lost.
+//
+// A drill builds the raidq binary (or uses Config.Binary), starts six node
+// processes (scenarios/cluster), creates a topic, and runs several
+// producers in this process through the raidq Go client: each send
+// carries a unique value (producer, sequence number, send time) and is
+// recorded as attempted, then acked, failed (the client said why) or
+// unknown (a timeout, or no answer by the end: it may have committed). A
+// schedule of faults runs meanwhile (kill, pause, slow nodes, a network
+// partition, corruption, a wiped disk, clock skew, ...). After the load
+// the drill heals every fault, reads everything back from the start with
+// a raidq.Consumer and checks the history:
+//
+//   - lost: acked, never delivered (must be 0);
+//   - unexpected: delivered, never sent (must be 0);
+//   - duplicates: delivered more than once (reported);
+//   - recovered: failed or unknown, delivered anyway (reported: allowed);
+//   - reordered: per producer and partition, delivered out of send order
+//     (reported: a retried stripe lands at a later offset);
+//   - in_doubt: offsets the readers gave up on (ConsumerOptions.OnReport).
+//
+// For every lost record the drill stops the nodes and opens each node's
+// slot store to list which node holds which shard of the record's stripe
+// around its offset.
+//
+// Run(ctx, Config{Scenario: "kill-2"}) returns a Report; Scenarios lists
+// the scenarios. `raidq drill NAME` is the command line.
+package drill
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/raidq/raidq"
+	"github.com/raidq/raidq/actors/core"
+	"github.com/raidq/raidq/actors/metrics"
+)
+
+// Topic is the topic every drill writes to.
+const Topic = "drill"
+
+// Config are a drill's knobs (the flags of `raidq drill`).
+type Config struct {
+	Scenario string
+	Seed     uint64
+	// Duration of the load (default 30s). Faults are placed at fractions
+	// of it.
+	Duration time.Duration
+	// Rate is the total send rate in messages per second over all
+	// producers (default 1000).
+	Rate int
+	// Producers is the number of producers (default 4; the conflict
+	// scenario uses at least 16).
+	Producers int
+	// Size of each message in bytes (default 256; at least 64).
+	Size int
+	// Partitions of the drill topic (default 4).
+	Partitions int
+	// Window bounds the sends in flight per producer (default 512).
+	Window int
+	// Binary is the raidq binary; empty builds ./cmd/raidq.
+	Binary string
+	// Dir is where the nodes keep their data (Dir/<id>); empty: a
+	// temporary directory, removed afterwards unless Keep.
+	Dir  string
+	Keep bool
+	// Out, if set, receives <scenario>-seed<N>.png (ack latency over time
+	// with the faults marked), .jsonl (the full history) and .json (the
+	// report).
+	Out string
+	// Drain bounds the read-back after the load (default 60s).
+	Drain time.Duration
+	// NoSync runs the nodes with --no-fsync.
+	NoSync bool
+	// NodeLogLevel is the nodes' --log-level (default warn); their stderr
+	// is kept in memory and its tail shown when a node misbehaves.
+	NodeLogLevel string
+	// Logger receives the drill's own progress (faults, phases); nil: none.
+	Logger *slog.Logger
+	// ClientLogger receives the raidq clients' logs; nil: none.
+	ClientLogger *slog.Logger
+	// Progress, if set, is called about every 200ms.
+	Progress func(Progress)
+	// Docker runs the nodes as containers instead of processes (docker.go).
+	Docker *DockerConfig
+}
+
+// Progress is what a drill is doing now.
+type Progress struct {
+	Phase    string // starting, load, healing, draining, checking
+	Elapsed  time.Duration
+	Duration time.Duration
+	Acked    int
+	Failed   int
+	Pending  int
+	Expected int // during draining: acked records to deliver
+	Got      int // during draining: distinct records delivered so far
+}
+
+// Event is one thing the drill did or saw (a fault, a heal, a node that
+// exited by itself), at T seconds since the load started.
+type Event struct {
+	T    float64 `json:"t_s"`
+	Kind string  `json:"kind"` // fault, heal, info, error
+	What string  `json:"what"`
+}
+
+// Check is one expectation of a scenario.
+type Check struct {
+	Name   string `json:"name"`
+	OK     bool   `json:"ok"`
+	Detail string `json:"detail,omitempty"`
+}
+
+// Report is a drill's result (the JSON of `raidq drill --json`).
+type Report struct {
+	Scenario        string         `json:"scenario"`
+	Seed            uint64         `json:"seed"`
+	Backend         string         `json:"backend"`
+	DurationS       float64        `json:"duration_s"`
+	Rate            int            `json:"rate_msgs_s"`
+	Producers       int            `json:"producers"`
+	Attempted       int            `json:"attempted"`
+	Acked           int            `json:"acked"`
+	FailedSends     int            `json:"failed_sends"`
+	Unknown         int            `json:"unknown"`
+	Delivered       int            `json:"delivered"`
+	Lost            int            `json:"lost"`
+	Unexpected      int            `json:"unexpected"`
+	Duplicates      int            `json:"duplicates"`
+	Recovered       int            `json:"recovered"`
+	Reordered       int            `json:"reordered"`
+	InDoubt         int            `json:"in_doubt"`
+	AckP50Ms        float64        `json:"ack_p50_ms"`
+	AckP99Ms        float64        `json:"ack_p99_ms"`
+	AckP999Ms       float64        `json:"ack_p999_ms"`
+	AckMaxMs        float64        `json:"ack_max_ms"`
+	LongestAckGapMs float64        `json:"longest_ack_gap_ms"`
+	AckedPerS       float64        `json:"acked_per_s"`
+	Conflicts       int            `json:"conflicts"`
+	Retries         int            `json:"retries"`
+	Rewrites        int            `json:"rewrites"`
+	Errors          map[string]int `json:"errors,omitempty"`
+	FirstError      string         `json:"first_error,omitempty"`
+	Nodes           []string       `json:"nodes"`
+	Faulted         []string       `json:"faulted,omitempty"`
+	Events          []Event        `json:"events"`
+	NodeExits       []string       `json:"node_exits,omitempty"`
+	Checks          []Check        `json:"checks"`
+	LostRecords     []LostRecord   `json:"lost_records,omitempty"`
+	Notes           []string       `json:"notes,omitempty"`
+	DrainS          float64        `json:"drain_s"`
+	// LoadAvg is the machine's 1-minute load average when the load
+	// started and ended (Linux; the drills share the machine's CPUs).
+	LoadAvg []float64 `json:"load_avg,omitempty"`
+	Files   []string  `json:"files,omitempty"`
+	OK      bool      `json:"ok"`
+}
+
+func (c *Config) defaults() error {
+	if c.Duration <= 0 {
+		c.Duration = 30 * time.Second
+	}
+	if c.Rate <= 0 {
+		c.Rate = 1000
+	}
+	if c.Producers <= 0 {
+		c.Producers = 4
+	}
+	if c.Size <= 0 {
+		c.Size = 256
+	}
+	if c.Partitions <= 0 {
+		c.Partitions = 4
+	}
+	if c.Window <= 0 {
+		c.Window = 512
+	}
+	if c.Drain <= 0 {
+		c.Drain = 60 * time.Second
+	}
+	if c.NodeLogLevel == "" {
+		c.NodeLogLevel = "warn"
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.ClientLogger == nil {
+		c.ClientLogger = slog.New(slog.DiscardHandler)
+	}
+	if _, ok := scenarioByName(c.Scenario); !ok {
+		return fmt.Errorf("unknown drill %q (known: %s)", c.Scenario, strings.Join(Names(), ", "))
+	}
+	switch {
+	case c.Size < 64 || c.Size > 1<<20:
+		return fmt.Errorf("--size %d: must be 64..1048576 bytes", c.Size)
+	case c.Duration < time.Second:
+		return fmt.Errorf("--duration %s: must be at least 1s", c.Duration)
+	case c.Producers > 256:
+		return fmt.Errorf("--producers %d: at most 256", c.Producers)
+	}
+	return nil
+}
+
+// run is one drill in progress.
+type run struct {
+	cfg   Config
+	rng   *rand.Rand
+	plan  *plan
+	be    backend
+	start time.Time // load start (t = 0)
+	hist  *history
+
+	mu     sync.Mutex
+	events []Event
+	exits  []string
+	reg    *prometheus.Registry
+
+	stopWatch    func()         // ends the node watcher (set by load)
+	topicCreated uint64         // the drill topic's creation time (unix ns)
+	lostKeys     []uint64       // set by verdict
+	rolling      *rollingResult // the rolling scenario's findings
+	corrupt      *corruptResult // the corrupt scenario's findings
+}
+
+func (r *run) since() float64 {
+	if r.start.IsZero() {
+		return 0
+	}
+	return time.Since(r.start).Seconds()
+}
+
+// event records (and logs) something the drill did or saw.
+func (r *run) event(kind, format string, args ...any) {
+	e := Event{T: r.since(), Kind: kind, What: fmt.Sprintf(format, args...)}
+	r.mu.Lock()
+	r.events = append(r.events, e)
+	r.mu.Unlock()
+	r.cfg.Logger.Info("drill: "+e.What, "t", fmt.Sprintf("%.2fs", e.T), "kind", kind)
+}
+
+// Run runs one drill. An error means the drill could not run (build,
+// start, topic); a drill that ran and found a problem returns a Report
+// with OK false.
+func Run(ctx context.Context, cfg Config) (rep *Report, err error) {
+	if err := cfg.defaults(); err != nil {
+		return nil, err
+	}
+	sc, _ := scenarioByName(cfg.Scenario)
+	r := &run{cfg: cfg, rng: newRand(cfg.Seed), reg: prometheus.NewRegistry()}
+	r.plan = newPlan(r, sc)
+	rep = &Report{Scenario: cfg.Scenario, Seed: cfg.Seed, DurationS: cfg.Duration.Seconds(), Rate: cfg.Rate,
+		Producers: r.plan.producers}
+
+	dir := cfg.Dir
+	if dir == "" {
+		d, err := os.MkdirTemp("", "raidq-drill-")
+		if err != nil {
+			return nil, err
+		}
+		dir = d
+		if !cfg.Keep {
+			defer os.RemoveAll(d)
+		}
+	} else if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	r.progress(Progress{Phase: "starting"})
+	if cfg.Docker != nil {
+		r.be, err = newDockerBackend(r, dir)
+	} else {
+		r.be, err = newProcBackend(r, dir)
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer r.be.Close()
+	rep.Backend = r.be.Name()
+	rep.Nodes = r.be.IDs()
+	for _, i := range r.plan.faulted {
+		rep.Faulted = append(rep.Faulted, r.be.IDs()[i])
+	}
+	rep.Notes = append(rep.Notes, r.plan.notes...)
+	r.cfg.Logger.Info("drill: starting the nodes", "backend", r.be.Name(), "dir", dir)
+	if err := r.be.Start(ctx); err != nil {
+		return nil, fmt.Errorf("start the cluster: %w", err)
+	}
+	if err := r.createTopic(ctx); err != nil {
+		return nil, err
+	}
+	if l, ok := loadAvg(); ok {
+		rep.LoadAvg = append(rep.LoadAvg, l)
+	}
+	if err := r.load(ctx); err != nil {
+		return nil, err
+	}
+	if l, ok := loadAvg(); ok {
+		rep.LoadAvg = append(rep.LoadAvg, l)
+	}
+	r.progress(Progress{Phase: "healing"})
+	if err := r.heal(ctx); err != nil {
+		r.event("error", "heal: %v", err)
+	}
+	drainStart := time.Now()
+	dels, err := r.drain(ctx)
+	if err != nil {
+		return nil, err
+	}
+	rep.DrainS = time.Since(drainStart).Seconds()
+	r.progress(Progress{Phase: "checking"})
+	if r.stopWatch != nil {
+		r.stopWatch()
+	}
+	r.be.StopAll()
+	r.verdict(rep, dels)
+	r.clientMetrics(rep)
+	if rep.Lost > 0 {
+		rep.LostRecords = r.analyzeLost(rep)
+	}
+	sc.check(r, rep)
+	r.finish(rep)
+	if cfg.Out != "" {
+		files, werr := r.writeOut(rep, dels)
+		rep.Files = files
+		if werr != nil {
+			rep.Notes = append(rep.Notes, "writing --out: "+werr.Error())
+		}
+	}
+	return rep, nil
+}
+
+func (r *run) progress(p Progress) {
+	if r.cfg.Progress != nil {
+		p.Duration = r.cfg.Duration
+		r.cfg.Progress(p)
+	}
+}
+
+// clientOpts are the options of every drill client: NATS errors go to
+// the client logger (not straight to stderr).
+func (r *run) clientOpts(name string) []raidq.Option {
+	log := r.cfg.ClientLogger
+	opts := []raidq.Option{raidq.WithCluster(r.be.Cluster()), raidq.WithLogger(log), raidq.WithTimeout(10 * time.Second),
+		raidq.WithName(name), raidq.WithNATSOptions(nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
+			log.Warn("NATS error", "client", name, "err", err)
+		}))}
+	if r.be.Name() == "docker" {
+		// The servers advertise container addresses; stay on the published ports.
+		opts = append(opts, raidq.WithNATSOptions(nats.IgnoreDiscoveredServers()))
+	}
+	return opts
+}
+
+// createTopic creates the drill topic through a client of the nodes that
+// stay up.
+func (r *run) createTopic(ctx context.Context) error {
+	c, err := raidq.Connect(r.be.ClientURL(r.plan.stable()), r.clientOpts("raidq-drill-admin")...)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	var last error
+	for {
+		info, err := c.CreateTopic(cctx, raidq.TopicConfig{Name: Topic, Partitions: r.cfg.Partitions, Params: raidq.DefaultParams()})
+		if err == nil {
+			r.topicCreated = info.Created
+			break
+		}
+		last = err
+		select {
+		case <-cctx.Done():
+			return fmt.Errorf("create the drill topic: %w", last)
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+	return c.WaitTopic(cctx, Topic)
+}
+
+// heal undoes every fault still in place: resumes paused nodes, lifts
+// partitions, starts nodes that are down, and waits until all are members.
+func (r *run) heal(ctx context.Context) error {
+	var errs []error
+	if err := r.be.HealNet(); err != nil {
+		errs = append(errs, err)
+	}
+	var started []int
+	for i := range r.be.IDs() {
+		switch {
+		case r.be.Paused(i):
+			r.event("heal", "SIGCONT %s (still paused at the end of the load)", r.be.IDs()[i])
+			if err := r.be.Resume(i); err != nil {
+				errs = append(errs, err)
+			}
+		case !r.be.Running(i):
+			r.event("heal", "start %s (down at the end of the load)", r.be.IDs()[i])
+			if err := r.be.StartNode(i); err != nil {
+				errs = append(errs, err)
+			}
+			started = append(started, i)
+		}
+	}
+	wctx, cancel := context.WithTimeout(ctx, 90*time.Second)
+	defer cancel()
+	all := make([]int, len(r.be.IDs()))
+	for i := range all {
+		all[i] = i
+	}
+	if err := r.be.WaitUp(wctx, all...); err != nil {
+		errs = append(errs, err)
+	} else if len(started) > 0 {
+		r.event("heal", "all nodes are members again")
+	}
+	return errors.Join(errs...)
+}
+
+// drain reads the topic back from before the load started until every
+// acked record arrived and the readers are well past the end of the load,
+// or cfg.Drain passes.
+func (r *run) drain(ctx context.Context) ([]delivery, error) {
+	c, err := raidq.Connect(r.be.ClientURL(nil), append(r.clientOpts("raidq-drill-consumer"), raidq.WithMetrics(r.reg))...)
+	if err != nil {
+		return nil, fmt.Errorf("drain: %w", err)
+	}
+	defer c.Close()
+	if err := c.WaitTopic(ctx, Topic); err != nil {
+		return nil, fmt.Errorf("drain: %w", err)
+	}
+	h := r.hist
+	cons, err := c.Consumer(Topic, raidq.ConsumerOptions{From: r.start.Add(-5 * time.Second), Buffer: 4096,
+		OnReport: func(p int, out core.Output) { h.onReport(p, out) }})
+	if err != nil {
+		return nil, fmt.Errorf("drain: %w", err)
+	}
+	defer cons.Close()
+	want := h.ackedSet()
+	// Past the last send by the read delay and the look-ahead, so late
+	// copies (retries, rewrites, re-appends) show up too.
+	settle := h.lastSend().Add(raidq.DefaultParams().ReadDelay + 4*time.Second)
+	hard := time.Now().Add(r.cfg.Drain)
+	tick := time.NewTicker(200 * time.Millisecond)
+	defer tick.Stop()
+	var dels []delivery
+	got := make(map[uint64]bool)
+	for {
+		select {
+		case m, ok := <-cons.Messages():
+			if !ok {
+				return dels, errors.New("drain: the consumer closed its channel")
+			}
+			d := h.parseDelivery(m, r.start)
+			dels = append(dels, d)
+			if d.known {
+				k := key(d.prod, d.seq)
+				if want[k] && !got[k] {
+					got[k] = true
+				}
+			}
+			continue
+		case <-tick.C:
+		case <-ctx.Done():
+			return dels, ctx.Err()
+		}
+		r.progress(Progress{Phase: "draining", Expected: len(want), Got: len(got)})
+		now := time.Now()
+		if (len(got) == len(want) && now.After(settle)) || now.After(hard) {
+			if now.After(hard) && len(got) < len(want) {
+				r.event("info", "drain stopped after %s with %d of %d acked records delivered", r.cfg.Drain, len(got), len(want))
+			}
+			return dels, nil
+		}
+	}
+}
+
+// clientMetrics adds up the producers' conflict, retry and rewrite counters.
+func (r *run) clientMetrics(rep *Report) {
+	if v, _, err := metrics.Sum(r.reg, "raidq_producer_conflicts_total", nil); err == nil {
+		rep.Conflicts = int(v)
+	}
+	if v, _, err := metrics.Sum(r.reg, "raidq_producer_stripe_retries_total", nil); err == nil {
+		rep.Retries = int(v)
+	}
+	if v, _, err := metrics.Sum(r.reg, "raidq_producer_rewrites_total", nil); err == nil {
+		rep.Rewrites = int(v)
+	}
+}
+
+// finish sorts events, sets the checks and the verdict.
+func (r *run) finish(rep *Report) {
+	r.mu.Lock()
+	rep.Events = append([]Event(nil), r.events...)
+	rep.NodeExits = append([]string(nil), r.exits...)
+	r.mu.Unlock()
+	sort.SliceStable(rep.Events, func(i, j int) bool { return rep.Events[i].T < rep.Events[j].T })
+	base := []Check{
+		{Name: "nothing acked lost", OK: rep.Lost == 0, Detail: fmt.Sprintf("%d lost", rep.Lost)},
+		{Name: "nothing unexpected delivered", OK: rep.Unexpected == 0, Detail: fmt.Sprintf("%d unexpected", rep.Unexpected)},
+		{Name: "no node died by itself", OK: len(rep.NodeExits) == 0, Detail: strings.Join(rep.NodeExits, "; ")},
+	}
+	for _, e := range rep.Events {
+		if e.Kind == "error" {
+			base = append(base, Check{Name: "every fault and heal ran", OK: false, Detail: e.What})
+			break
+		}
+	}
+	rep.Checks = append(base, rep.Checks...)
+	rep.OK = true
+	for _, c := range rep.Checks {
+		rep.OK = rep.OK && c.OK
+	}
+}
+
+// outBase is the path prefix of the --out files.
+func (r *run) outBase() string {
+	return filepath.Join(r.cfg.Out, fmt.Sprintf("%s-seed%d", r.cfg.Scenario, r.cfg.Seed))
+}
+
+// loadAvg is the 1-minute load average (Linux only).
+func loadAvg() (float64, bool) {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return 0, false
+	}
+	var l float64
+	if _, err := fmt.Sscan(string(b), &l); err != nil {
+		return 0, false
+	}
+	return l, true
+}

@@ -1,0 +1,122 @@
+package drill
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/raidq/raidq/scenarios/cluster"
+	"github.com/raidq/raidq/scenarios/testlog"
+)
+
+func TestValueRoundTrip(t *testing.T) {
+	pad := make([]byte, 300)
+	for _, c := range []struct{ prod, seq int }{{0, 0}, {3, 17}, {255, 1 << 30}} {
+		v := value(c.prod, c.seq, time.Unix(1, 2), 256, pad)
+		if len(v) != 256 {
+			t.Fatalf("len %d", len(v))
+		}
+		p, s, ok := parseID(v)
+		if !ok || p != c.prod || s != c.seq {
+			t.Fatalf("%q: got %d %d %v", v[:20], p, s, ok)
+		}
+	}
+	for _, bad := range []string{"", "p", "x1-2|", "p1-2", "p-2|", "p1-|", "p1x2|", "p1234567890123-1|"} {
+		if _, _, ok := parseID([]byte(bad)); ok {
+			t.Errorf("%q parsed", bad)
+		}
+	}
+}
+
+func TestCheckHistory(t *testing.T) {
+	acked := func(part int) sendRec { return sendRec{status: statusAcked, part: int32(part)} }
+	prods := [][]sendRec{
+		// p0: 0,1,2 acked; 3 failed; 4 unknown
+		{acked(0), acked(0), acked(1), {status: statusFailed}, {status: statusUnknown}},
+		// p1: 0 acked (lost), 1 acked
+		{acked(0), acked(0)},
+	}
+	d := func(prod, seq, part int) delivery { return delivery{known: true, prod: prod, seq: seq, part: part} }
+	dels := []delivery{
+		d(0, 1, 0), d(0, 0, 0), // reordered in partition 0
+		d(0, 2, 1), d(0, 2, 1), // a duplicate
+		d(0, 4, 2),         // unknown, delivered: recovered
+		d(1, 1, 0),         // p1-0 never delivered: lost
+		d(1, 9, 0),         // never attempted: unexpected
+		{raw: `"garbage"`}, // not a drill value: unexpected
+		{raw: `"garbage"`}, // counted once
+	}
+	c := checkHistory(prods, dels)
+	want := checked{attempted: 7, acked: 5, failed: 1, unknown: 1, delivered: 5, lost: 1, unexpected: 2, duplicates: 1,
+		recovered: 1, reordered: 1}
+	got := c
+	got.lost_, got.unexpectedSamples = nil, nil
+	if fmt.Sprintf("%+v", got) != fmt.Sprintf("%+v", want) {
+		t.Fatalf("got  %+v\nwant %+v", got, want)
+	}
+	if len(c.lost_) != 1 || c.lost_[0] != key(1, 0) {
+		t.Fatalf("lost keys %v", c.lost_)
+	}
+}
+
+func TestScenarioPlans(t *testing.T) {
+	for _, name := range Names() {
+		sc, _ := scenarioByName(name)
+		r := &run{cfg: Config{Scenario: name, Seed: 3, Duration: 10 * time.Second, Producers: 4}}
+		r.rng = newRand(3)
+		p := newPlan(r, sc)
+		if len(p.faulted) > nodes || (len(p.stable()) == 0 && len(p.faulted) < nodes) {
+			t.Errorf("%s: faulted %v stable %v", name, p.faulted, p.stable())
+		}
+		for _, s := range p.steps {
+			if s.at < 0 || s.at > r.cfg.Duration {
+				t.Errorf("%s: step %s at %s", name, s.name, s.at)
+			}
+		}
+		if About(name) == "" {
+			t.Errorf("%s: no description", name)
+		}
+	}
+	if err := (&Config{Scenario: "nope"}).defaults(); err == nil || !strings.Contains(err.Error(), "kill-2") {
+		t.Fatalf("unknown scenario: %v", err)
+	}
+}
+
+// TestDrills runs two short drills against six `raidq node` processes:
+// kill-2 (two nodes SIGKILLed mid-load, restarted later) and slow-2 (two
+// nodes 100ms late, one of them paused). About 15-25s each.
+func TestDrills(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts node processes: skipped with -short")
+	}
+	bin := cluster.BuildBinary(t)
+	for _, name := range []string{"kill-2", "slow-2"} {
+		t.Run(name, func(t *testing.T) {
+			start := time.Now()
+			r, err := Run(context.Background(), Config{Scenario: name, Seed: 1, Duration: 6 * time.Second, Rate: 500,
+				Binary: bin, Dir: t.TempDir(), Drain: 30 * time.Second, Logger: testlog.New(t, slog.LevelInfo)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("%s in %s: attempted %d acked %d failed %d unknown %d delivered %d lost %d in_doubt %d p99 %.1fms gap %.0fms",
+				name, time.Since(start).Round(time.Millisecond), r.Attempted, r.Acked, r.FailedSends, r.Unknown, r.Delivered,
+				r.Lost, r.InDoubt, r.AckP99Ms, r.LongestAckGapMs)
+			for _, c := range r.Checks {
+				if !c.OK {
+					t.Errorf("check failed: %s: %s", c.Name, c.Detail)
+				}
+			}
+			if !r.OK || r.Lost != 0 || r.Unexpected != 0 || r.Acked == 0 {
+				t.Fatalf("%s: %+v", name, *r)
+			}
+			// Two dead or slow nodes cost the producers nothing: allow a
+			// handful of timeouts on a loaded machine, no more.
+			if bad := r.FailedSends + r.Unknown; bad*200 > r.Attempted {
+				t.Errorf("%s: %d failed and %d unknown sends of %d (%v)", name, r.FailedSends, r.Unknown, r.Attempted, r.Errors)
+			}
+		})
+	}
+}

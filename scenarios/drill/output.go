@@ -1,0 +1,212 @@
+package drill
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"image/color"
+	"os"
+	"sort"
+	"time"
+
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/vg"
+	"gonum.org/v1/plot/vg/draw"
+)
+
+// writeOut writes the --out files: the report (.json), the history
+// (.jsonl) and the ack latency plot (.png).
+func (r *run) writeOut(rep *Report, dels []delivery) ([]string, error) {
+	if err := os.MkdirAll(r.cfg.Out, 0o755); err != nil {
+		return nil, err
+	}
+	base := r.outBase()
+	var files []string
+	if err := r.writeHistory(base+".jsonl", rep, dels); err != nil {
+		return files, err
+	}
+	files = append(files, base+".jsonl")
+	if err := r.writePlot(base+".png", rep); err != nil {
+		return files, err
+	}
+	files = append(files, base+".png")
+	rep.Files = append(files, base+".json")
+	b, err := json.MarshalIndent(rep, "", "  ")
+	if err != nil {
+		return files, err
+	}
+	if err := os.WriteFile(base+".json", append(b, '\n'), 0o644); err != nil {
+		return files, err
+	}
+	return append(files, base+".json"), nil
+}
+
+// histLine is one line of the history file.
+type histLine struct {
+	T       float64 `json:"t"` // seconds since the load started
+	Ev      string  `json:"ev"`
+	ID      string  `json:"id,omitempty"`
+	Part    *int    `json:"part,omitempty"`
+	Off     uint64  `json:"off,omitempty"`
+	Idx     *int    `json:"idx,omitempty"`
+	Stripe  string  `json:"stripe,omitempty"`
+	LatMs   float64 `json:"lat_ms,omitempty"`
+	Err     string  `json:"err,omitempty"`
+	What    string  `json:"what,omitempty"`
+	Unheard []int   `json:"unheard,omitempty"`
+}
+
+func intp(i int) *int { return &i }
+
+// writeHistory writes every event in time order: sends, their outcomes
+// (ack, fail, unknown), deliveries, in-doubt reports and the drill's own
+// events (faults, heals).
+func (r *run) writeHistory(path string, rep *Report, dels []delivery) error {
+	var lines []histLine
+	secs := func(ns int64) float64 { return float64(ns) / 1e9 }
+	for pi, p := range r.hist.prods {
+		for seq, rec := range p.recs {
+			id := fmt.Sprintf("p%d-%d", pi, seq)
+			lines = append(lines, histLine{T: secs(rec.sent), Ev: "send", ID: id})
+			switch rec.status {
+			case statusAcked:
+				lines = append(lines, histLine{T: secs(rec.done), Ev: "ack", ID: id, Part: intp(int(rec.part)), Off: rec.off,
+					Idx: intp(int(rec.idx)), Stripe: rec.stripe, LatMs: float64(rec.done-rec.sent) / 1e6})
+			case statusFailed:
+				lines = append(lines, histLine{T: secs(rec.done), Ev: "fail", ID: id, Err: rec.errCls})
+			default:
+				lines = append(lines, histLine{T: secs(rec.done), Ev: "unknown", ID: id, Err: rec.errCls})
+			}
+		}
+	}
+	for _, d := range dels {
+		id := d.raw
+		if d.known {
+			id = fmt.Sprintf("p%d-%d", d.prod, d.seq)
+		}
+		lines = append(lines, histLine{T: secs(d.at), Ev: "deliver", ID: id, Part: intp(d.part), Off: d.off, Idx: intp(d.idx), Stripe: d.stripe})
+	}
+	r.hist.mu.Lock()
+	for _, d := range r.hist.inDoubts {
+		lines = append(lines, histLine{T: secs(d.at), Ev: "in_doubt", Part: intp(d.part), Off: d.off, Stripe: d.stripe, Unheard: d.unheard})
+	}
+	r.hist.mu.Unlock()
+	for _, e := range rep.Events {
+		lines = append(lines, histLine{T: e.T, Ev: e.Kind, What: e.What})
+	}
+	sort.SliceStable(lines, func(i, j int) bool { return lines[i].T < lines[j].T })
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	w := bufio.NewWriter(f)
+	enc := json.NewEncoder(w)
+	for i := range lines {
+		if err := enc.Encode(&lines[i]); err != nil {
+			f.Close()
+			return err
+		}
+	}
+	if err := w.Flush(); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// writePlot draws every ack's latency at the time it was sent, failed
+// sends at the bottom, and the faults as vertical lines with labels.
+func (r *run) writePlot(path string, rep *Report) error {
+	p := plot.New()
+	p.Title.Text = fmt.Sprintf("raidq drill %s, seed %d: ack latency (p50 %.1f ms, p99 %.1f ms, longest ack gap %.0f ms)",
+		rep.Scenario, rep.Seed, rep.AckP50Ms, rep.AckP99Ms, rep.LongestAckGapMs)
+	p.X.Label.Text = "seconds since the load started (time of the send)"
+	p.Y.Label.Text = "ack latency (ms)"
+	var acks, fails plotter.XYs
+	ymax := 1.0
+	for _, pr := range r.hist.prods {
+		for _, rec := range pr.recs {
+			x := float64(rec.sent) / 1e9
+			if rec.status == statusAcked {
+				y := float64(rec.done-rec.sent) / 1e6
+				acks = append(acks, plotter.XY{X: x, Y: y})
+				ymax = max(ymax, y)
+			} else {
+				fails = append(fails, plotter.XY{X: x, Y: 0})
+			}
+		}
+	}
+	// Keep the file small: at most 60k points of each kind.
+	thin := func(xs plotter.XYs) plotter.XYs {
+		if len(xs) <= 60000 {
+			return xs
+		}
+		step := len(xs)/60000 + 1
+		out := make(plotter.XYs, 0, len(xs)/step+1)
+		for i := 0; i < len(xs); i += step {
+			out = append(out, xs[i])
+		}
+		return out
+	}
+	if len(acks) > 0 {
+		s, err := plotter.NewScatter(thin(acks))
+		if err != nil {
+			return err
+		}
+		s.GlyphStyle.Shape = draw.CircleGlyph{}
+		s.GlyphStyle.Radius = vg.Points(0.8)
+		s.GlyphStyle.Color = color.RGBA{R: 30, G: 90, B: 200, A: 255}
+		p.Add(s)
+		p.Legend.Add("acked send", s)
+	}
+	if len(fails) > 0 {
+		s, err := plotter.NewScatter(thin(fails))
+		if err != nil {
+			return err
+		}
+		s.GlyphStyle.Shape = draw.CrossGlyph{}
+		s.GlyphStyle.Radius = vg.Points(2)
+		s.GlyphStyle.Color = color.RGBA{R: 220, G: 30, B: 30, A: 255}
+		p.Add(s)
+		p.Legend.Add("failed / unknown send", s)
+	}
+	var lbl plotter.XYLabels
+	k := 0
+	for _, e := range rep.Events {
+		if e.Kind != "fault" && e.Kind != "heal" && e.Kind != "error" {
+			continue
+		}
+		c := color.RGBA{R: 200, G: 60, B: 0, A: 255}
+		if e.Kind == "heal" {
+			c = color.RGBA{R: 0, G: 140, B: 60, A: 255}
+		}
+		l, err := plotter.NewLine(plotter.XYs{{X: e.T, Y: 0}, {X: e.T, Y: ymax * 1.05}})
+		if err != nil {
+			return err
+		}
+		l.Color = c
+		l.Dashes = []vg.Length{vg.Points(4), vg.Points(3)}
+		p.Add(l)
+		lbl.XYs = append(lbl.XYs, plotter.XY{X: e.T, Y: ymax * (1.0 - 0.06*float64(k%8))})
+		lbl.Labels = append(lbl.Labels, " "+short(e.What, 48))
+		k++
+	}
+	if len(lbl.XYs) > 0 {
+		ls, err := plotter.NewLabels(lbl)
+		if err != nil {
+			return err
+		}
+		for i := range ls.TextStyle {
+			ls.TextStyle[i].Font.Size = vg.Points(8)
+		}
+		p.Add(ls)
+	}
+	p.X.Min = 0
+	p.X.Max = max(p.X.Max, r.cfg.Duration.Seconds())
+	p.Y.Min = 0
+	p.Legend.Top = true
+	return p.Save(14*vg.Inch, 6*vg.Inch, path)
+}
+
+var _ = time.Second

@@ -1,0 +1,195 @@
+package drill
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/raidq/raidq"
+)
+
+// load runs the producers for cfg.Duration while the fault schedule runs,
+// then flushes them and waits for the schedule to finish.
+func (r *run) load(ctx context.Context) error {
+	n := r.plan.producers
+	type prod struct {
+		c *raidq.Client
+		p *raidq.Producer
+	}
+	prods := make([]prod, 0, n)
+	defer func() {
+		for _, p := range prods {
+			p.c.Close()
+		}
+	}()
+	url := r.be.ClientURL(r.plan.stable())
+	for i := range n {
+		opts := append(r.clientOpts(fmt.Sprintf("raidq-drill-p%d", i)), raidq.WithMetrics(r.reg))
+		if clock := r.plan.clock(i); clock != nil {
+			opts = append(opts, raidq.WithClock(clock))
+		}
+		c, err := raidq.Connect(url, opts...)
+		if err != nil {
+			return fmt.Errorf("producer %d: %w", i, err)
+		}
+		if err := c.WaitTopic(ctx, Topic); err != nil {
+			c.Close()
+			return fmt.Errorf("producer %d: %w", i, err)
+		}
+		p, err := c.Producer(Topic, raidq.WithSeed(r.cfg.Seed*1000+uint64(i)+1))
+		if err != nil {
+			c.Close()
+			return fmt.Errorf("producer %d: %w", i, err)
+		}
+		prods = append(prods, prod{c, p})
+	}
+
+	r.start = time.Now()
+	r.hist = newHistory(r.start, n)
+	r.event("info", "load starts: %d producers, %d msgs/s, %d-byte messages, %s", n, r.cfg.Rate, r.cfg.Size, r.cfg.Duration)
+	watchStop := make(chan struct{})
+	watchDone := make(chan struct{})
+	go func() { defer close(watchDone); r.watch(ctx, watchStop) }()
+	r.stopWatch = func() { close(watchStop); <-watchDone }
+	schedDone := make(chan struct{})
+	go func() { defer close(schedDone); r.schedule(ctx) }()
+
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	pad := make([]byte, r.cfg.Size)
+	for i := range pad {
+		pad[i] = 'a' + byte(i%26)
+	}
+	interval := time.Duration(float64(time.Second) * float64(n) / float64(r.cfg.Rate))
+	for pi, p := range prods {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r.produce(pi, p.p, interval, pad, stop)
+		}()
+	}
+	tick := time.NewTicker(200 * time.Millisecond)
+	end := time.NewTimer(r.cfg.Duration)
+loop:
+	for {
+		select {
+		case <-tick.C:
+			a, f, pe := r.hist.counts()
+			r.progress(Progress{Phase: "load", Elapsed: time.Since(r.start), Acked: a, Failed: f, Pending: pe})
+		case <-end.C:
+			break loop
+		case <-ctx.Done():
+			break loop
+		}
+	}
+	tick.Stop()
+	close(stop)
+	wg.Wait()
+	r.event("info", "load ends: flushing the producers")
+	var fw sync.WaitGroup
+	for _, p := range prods {
+		fw.Add(1)
+		go func() {
+			defer fw.Done()
+			fctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+			defer cancel()
+			_ = p.p.Flush(fctx)
+		}()
+	}
+	fw.Wait()
+	r.hist.freeze()
+	for _, p := range prods {
+		cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		_ = p.p.Close(cctx)
+		cancel()
+	}
+	a, f, _ := r.hist.counts()
+	r.progress(Progress{Phase: "load", Elapsed: r.cfg.Duration, Acked: a, Failed: f})
+	select {
+	case <-schedDone:
+	default:
+		r.cfg.Logger.Info("drill: waiting for the fault schedule to finish")
+		<-schedDone
+	}
+	return ctx.Err()
+}
+
+// produce sends at a steady pace (one message per interval) with at most
+// cfg.Window in flight, until stop closes. A producer that fell more than
+// a second behind (its window was full) skips ahead instead of bursting.
+func (r *run) produce(pi int, p *raidq.Producer, interval time.Duration, pad []byte, stop <-chan struct{}) {
+	h := r.hist
+	sem := make(chan struct{}, r.cfg.Window)
+	next := r.start.Add(interval * time.Duration(pi) / time.Duration(max(1, r.plan.producers)))
+	timer := time.NewTimer(0)
+	<-timer.C
+	for {
+		if d := time.Until(next); d > 0 {
+			timer.Reset(d)
+			select {
+			case <-stop:
+				return
+			case <-timer.C:
+			}
+		}
+		select {
+		case <-stop:
+			return
+		case sem <- struct{}{}:
+		}
+		now := time.Now()
+		seq := h.attempt(pi, now)
+		p.SendAsync(raidq.Message{Value: value(pi, seq, now, r.cfg.Size, pad)}, func(m raidq.Message, err error) {
+			h.outcome(pi, seq, m, err)
+			<-sem
+		})
+		next = next.Add(interval)
+		if behind := time.Since(next); behind > time.Second {
+			next = time.Now()
+		}
+	}
+}
+
+// schedule runs the plan's steps at their times.
+func (r *run) schedule(ctx context.Context) {
+	for _, s := range r.plan.steps {
+		if d := time.Until(r.start.Add(s.at)); d > 0 {
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(d):
+			}
+		}
+		if err := s.do(ctx); err != nil {
+			r.event("error", "%s: %v", s.name, err)
+		}
+	}
+}
+
+// watch reports nodes that exit while the drill did not stop them; a
+// scenario may handle such an exit (the corrupt drill wipes and restarts a
+// node whose store failed).
+func (r *run) watch(ctx context.Context, stop <-chan struct{}) {
+	t := time.NewTicker(250 * time.Millisecond)
+	defer t.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		for _, x := range r.be.PollExits() {
+			id := r.be.IDs()[x.node]
+			if r.plan.onExit != nil && r.plan.onExit(ctx, x) {
+				continue
+			}
+			r.event("error", "%s exited by itself (exit code %d): %s", id, x.code, lastLine(x.tail))
+			r.mu.Lock()
+			r.exits = append(r.exits, fmt.Sprintf("%s: exit code %d: %s", id, x.code, lastLine(x.tail)))
+			r.mu.Unlock()
+		}
+	}
+}

@@ -1,0 +1,141 @@
+package drill
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/raidq/raidq"
+	"github.com/raidq/raidq/slotstore"
+	"github.com/raidq/raidq/stripe"
+)
+
+// LostRecord is an acked record that was never delivered, with what the
+// nodes' slot stores hold of its stripe.
+type LostRecord struct {
+	ID        string      `json:"id"`
+	Partition int         `json:"partition"`
+	Offset    uint64      `json:"offset"`
+	Index     int         `json:"index"`
+	Stripe    string      `json:"stripe"`
+	AckedAtS  float64     `json:"acked_at_s"`
+	Summary   string      `json:"summary"`
+	Shards    []ShardSeen `json:"shards"`
+}
+
+// ShardSeen is one slot found near a lost record's offset: a shard of its
+// stripe (at that offset or another: a retry or a rewrite), or another
+// stripe's shard at the record's own offset.
+type ShardSeen struct {
+	Node   string `json:"node"`
+	Offset uint64 `json:"offset"`
+	Shard  int    `json:"shard"`
+	Same   bool   `json:"same_stripe"`
+	Stripe string `json:"stripe,omitempty"`
+	Repair bool   `json:"repair,omitempty"`
+	Err    string `json:"err,omitempty"`
+}
+
+// maxAnalyzed bounds the lost records looked up in the stores.
+const maxAnalyzed = 50
+
+// analyzeLost opens every node's slot store (the nodes are stopped) and
+// lists, for each lost record, the shards of its stripe within [offset-1s,
+// offset+5s) and whatever sits at its offset.
+func (r *run) analyzeLost(rep *Report) []LostRecord {
+	type store struct {
+		id string
+		s  slotstore.Store
+	}
+	var stores []store
+	var openErrs []ShardSeen
+	quiet := slog.New(slog.DiscardHandler)
+	for i, id := range r.be.IDs() {
+		dir := filepath.Join(r.be.DataDir(i), "slots")
+		if _, err := os.Stat(filepath.Join(dir, "CURRENT")); err != nil {
+			openErrs = append(openErrs, ShardSeen{Node: id, Shard: -1, Err: "no slot store (wiped?)"})
+			continue
+		}
+		s, err := slotstore.Open(dir, slotstore.Options{Logger: quiet})
+		if err != nil {
+			openErrs = append(openErrs, ShardSeen{Node: id, Shard: -1, Err: "open: " + err.Error()})
+			continue
+		}
+		defer s.Close()
+		stores = append(stores, store{id, s})
+	}
+	k := raidq.DefaultParams().K
+	var out []LostRecord
+	for n, lk := range r.lostKeys {
+		if n == maxAnalyzed {
+			rep.Notes = append(rep.Notes, fmt.Sprintf("shards listed for the first %d of %d lost records", maxAnalyzed, len(r.lostKeys)))
+			break
+		}
+		prod, seq := int(lk>>40), int(lk&(1<<40-1))
+		rec := r.hist.prods[prod].recs[seq]
+		lr := LostRecord{ID: fmt.Sprintf("p%d-%d", prod, seq), Partition: int(rec.part), Offset: rec.off, Index: int(rec.idx),
+			Stripe: rec.stripe, AckedAtS: time.Duration(rec.done).Seconds()}
+		lr.Shards = append(lr.Shards, openErrs...)
+		from := rec.off - min(rec.off, uint64(time.Second))
+		to := rec.off + uint64(5*time.Second)
+		atOffset := make(map[int]bool)
+		elsewhere := make(map[uint64]map[int]bool)
+		for _, st := range stores {
+			err := st.s.Scan(Topic, uint32(rec.part), from, to, func(off uint64, b []byte) bool {
+				h, err := stripe.ParseHeader(b)
+				if err != nil {
+					if off == rec.off {
+						lr.Shards = append(lr.Shards, ShardSeen{Node: st.id, Offset: off, Shard: -1, Err: err.Error()})
+					}
+					return true
+				}
+				same := h.ID.String() == rec.stripe
+				if !same && off != rec.off {
+					return true
+				}
+				ss := ShardSeen{Node: st.id, Offset: off, Shard: int(h.Index), Same: same, Repair: h.Flags&stripe.FlagRepair != 0}
+				if !same {
+					ss.Stripe = h.ID.String()
+				}
+				if _, err := stripe.Parse(b); err != nil {
+					ss.Err = err.Error()
+				} else if same && off == rec.off {
+					atOffset[int(h.Index)] = true
+				} else if same {
+					if elsewhere[off] == nil {
+						elsewhere[off] = make(map[int]bool)
+					}
+					elsewhere[off][int(h.Index)] = true
+				}
+				lr.Shards = append(lr.Shards, ss)
+				return true
+			})
+			if err != nil && !errors.Is(err, slotstore.ErrNotFound) {
+				lr.Shards = append(lr.Shards, ShardSeen{Node: st.id, Shard: -1, Err: "scan: " + err.Error()})
+			}
+		}
+		parts := []string{fmt.Sprintf("%d good shards of the stripe at its acked offset (%d needed)", len(atOffset), k)}
+		var offs []uint64
+		for o := range elsewhere {
+			offs = append(offs, o)
+		}
+		sort.Slice(offs, func(i, j int) bool { return offs[i] < offs[j] })
+		for _, o := range offs {
+			parts = append(parts, fmt.Sprintf("%d at offset %+.3fms", len(elsewhere[o]), float64(int64(o-rec.off))/1e6))
+		}
+		if c := r.topicCreated; c > 0 && rec.off < c {
+			parts = append(parts, fmt.Sprintf("the offset is %.1fms before the topic's creation, where readers start: "+
+				"a node accepted a write no reader will ever read", float64(c-rec.off)/1e6))
+		} else if len(atOffset) >= k {
+			parts = append(parts, "decodable on disk: a read-path problem")
+		}
+		lr.Summary = strings.Join(parts, "; ")
+		out = append(out, lr)
+	}
+	return out
+}

@@ -1,0 +1,306 @@
+package raidq_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nkeys"
+
+	"github.com/raidq/raidq"
+	"github.com/raidq/raidq/actors"
+	"github.com/raidq/raidq/bus"
+	"github.com/raidq/raidq/bus/meta"
+	"github.com/raidq/raidq/scenarios/testlog"
+)
+
+// violations records the permission errors the server sent one connection.
+type violations struct {
+	mu   sync.Mutex
+	list []string
+}
+
+func (v *violations) handler() nats.Option {
+	return nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
+		v.mu.Lock()
+		defer v.mu.Unlock()
+		v.list = append(v.list, err.Error())
+	})
+}
+
+func (v *violations) take() []string {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	out := v.list
+	v.list = nil
+	return out
+}
+
+// waitViolation waits until a recorded error mentions substr.
+func (v *violations) wait(t *testing.T, substr string) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) {
+		v.mu.Lock()
+		for _, e := range v.list {
+			if strings.Contains(e, substr) {
+				v.mu.Unlock()
+				return
+			}
+		}
+		v.mu.Unlock()
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Fatalf("no permission violation mentioning %q; got %q", substr, v.take())
+}
+
+type secEnv struct {
+	lc      *raidq.LocalCluster
+	url     string
+	tls     bus.TLSBundle
+	cluster string
+	nkey    string // seed file of the nkey consumer
+}
+
+const secCluster = "sec"
+
+func startSecureCluster(t *testing.T) *secEnv {
+	t.Helper()
+	dir := t.TempDir()
+	b, _, err := bus.EnsureDevTLS(filepath.Join(dir, "tls"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kp, err := nkeys.CreateUser()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub, _ := kp.PublicKey()
+	seed, _ := kp.Seed()
+	seedFile := filepath.Join(dir, "payments.nk")
+	if err := os.WriteFile(seedFile, seed, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	auth, err := bus.ParseAuthConfig([]byte(fmt.Sprintf(`
+users: [
+  {user: ops, password: opspw, roles: [admin]}
+  {user: shop, password: shoppw, producer: [orders]}
+  {user: reader, password: readerpw, consumer: [orders], groups: [billing]}
+  {nkey: %s, consumer: [payments], producer: [payments]}
+]`, pub)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lc, err := raidq.StartLocalCluster(raidq.LocalClusterConfig{Dir: dir, Cluster: secCluster, Listen: "127.0.0.1:-1",
+		Metadata: true, NoSync: true, Auth: auth, TLS: b.Files(), Logger: testlog.New(t, slog.LevelWarn)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(lc.Close)
+	return &secEnv{lc: lc, url: lc.ClientURL(), tls: b, cluster: secCluster, nkey: seedFile}
+}
+
+func (e *secEnv) connect(t *testing.T, a raidq.ClientAuth, v *violations) *raidq.Client {
+	t.Helper()
+	if a.TLSCA == "" {
+		a.TLSCA = e.tls.CA
+	}
+	c, err := raidq.Connect(e.url, raidq.WithCluster(e.cluster), raidq.WithAuth(a), raidq.WithNATSOptions(v.handler()),
+		raidq.WithTimeout(5*time.Second), raidq.WithLogger(testlog.New(t, slog.LevelWarn)))
+	if err != nil {
+		t.Fatalf("connect as %+v: %v", a, err)
+	}
+	t.Cleanup(c.Close)
+	return c
+}
+
+// TestSecurityRoles: every role does what it needs without a single
+// permission violation, and is refused the rest.
+func TestSecurityRoles(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a cluster")
+	}
+	e := startSecureCluster(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+
+	// admin: creates topics, reads status.
+	var av violations
+	admin := e.connect(t, raidq.ClientAuth{User: "ops", Password: "opspw"}, &av)
+	for _, name := range []string{"orders", "payments"} {
+		if _, err := admin.CreateTopic(ctx, raidq.TopicConfig{Name: name, Partitions: 2, Params: raidq.DefaultParams()}); err != nil {
+			t.Fatalf("admin creates %s: %v", name, err)
+		}
+	}
+	st, err := actors.Status(ctx, admin.Conn(), e.cluster)
+	if err != nil || len(st) != 6 {
+		t.Fatalf("admin status: %d nodes, %v", len(st), err)
+	}
+	if got := av.take(); len(got) > 0 {
+		t.Fatalf("admin: permission violations doing its job: %q", got)
+	}
+
+	// producer of orders: writes orders.
+	var pv violations
+	prod := e.connect(t, raidq.ClientAuth{User: "shop", Password: "shoppw"}, &pv)
+	if err := prod.WaitTopic(ctx, "orders"); err != nil {
+		t.Fatal(err)
+	}
+	p, err := prod.Producer("orders")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close(context.Background())
+	start := time.Now().Add(-time.Second)
+	for i := range 5 {
+		if _, err := p.Send(ctx, raidq.Message{Value: fmt.Appendf(nil, "order %d", i)}); err != nil {
+			t.Fatalf("producer writes orders: %v", err)
+		}
+	}
+	if got := pv.take(); len(got) > 0 {
+		t.Fatalf("producer: permission violations doing its job: %q", got)
+	}
+
+	// consumer of orders: reads orders by scanning, in a group, and on
+	// the deliver subjects.
+	var cv violations
+	cons := e.connect(t, raidq.ClientAuth{User: "reader", Password: "readerpw"}, &cv)
+	sub, err := cons.Conn().SubscribeSync(bus.MustSubjects(e.cluster).DeliverAll("orders"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	readN(t, cons, "orders", raidq.ConsumerOptions{From: start}, 5)
+	readN(t, cons, "orders", raidq.ConsumerOptions{Group: "billing", AutoCommit: 50 * time.Millisecond}, 5)
+	if _, err := sub.NextMsg(10 * time.Second); err != nil {
+		t.Errorf("consumer on the deliver subject: %v", err)
+	}
+	if got := cv.take(); len(got) > 0 {
+		t.Fatalf("consumer: permission violations doing its job: %q", got)
+	}
+
+	// The nkey user produces and consumes payments.
+	var nv violations
+	nk := e.connect(t, raidq.ClientAuth{NKeySeed: e.nkey}, &nv)
+	if err := nk.WaitTopic(ctx, "payments"); err != nil {
+		t.Fatal(err)
+	}
+	np, err := nk.Producer("payments")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer np.Close(context.Background())
+	if _, err := np.Send(ctx, raidq.Message{Value: []byte("paid")}); err != nil {
+		t.Fatalf("nkey user writes payments: %v", err)
+	}
+	readN(t, nk, "payments", raidq.ConsumerOptions{From: start}, 1)
+	if got := nv.take(); len(got) > 0 {
+		t.Fatalf("nkey user: permission violations doing its job: %q", got)
+	}
+
+	// Refusals.
+	pp, err := prod.Producer("payments")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sctx, scancel := context.WithTimeout(ctx, 5*time.Second)
+	if _, err := pp.Send(sctx, raidq.Message{Value: []byte("forged")}); err == nil {
+		t.Error("producer of orders wrote payments")
+	}
+	scancel()
+	_ = pp.Close(context.Background())
+	pv.wait(t, "Publish to \"raidq.sec.slot.")
+
+	s := bus.MustSubjects(e.cluster)
+	scan := bus.ScanReq{Topic: "orders", Partition: 0, From: 1, To: 2}
+	if _, err := prod.Conn().Request(s.Scan("n0", "orders", 0), scan.Marshal(), 500*time.Millisecond); err == nil {
+		t.Error("producer scanned orders")
+	}
+	pv.wait(t, "Publish to \"raidq.sec.scan.n0.orders.0\"")
+
+	if _, err := cons.Conn().Request(s.Slot("n0", "orders", 0), []byte("x"), 500*time.Millisecond); err == nil {
+		t.Error("consumer wrote a slot")
+	}
+	cv.wait(t, "Publish to \"raidq.sec.slot.n0.orders.0\"")
+	if _, err := cons.Conn().Request(s.Scan("n0", "payments", 0), scan.Marshal(), 500*time.Millisecond); err == nil {
+		t.Error("consumer of orders scanned payments")
+	}
+	cv.wait(t, "Publish to \"raidq.sec.scan.n0.payments.0\"")
+	if _, err := cons.Conn().SubscribeSync(s.DeliverAll("payments")); err != nil {
+		t.Fatal(err)
+	}
+	cv.wait(t, "Subscription to \"raidq.sec.deliver.payments.*\"")
+	if _, err := cons.Conn().SubscribeSync("_INBOX.>"); err != nil {
+		t.Fatal(err)
+	}
+	cv.wait(t, "Subscription to \"_INBOX.>\"")
+	if _, err := cons.Conn().SubscribeSync("_INBOX_shop.>"); err != nil {
+		t.Fatal(err)
+	}
+	cv.wait(t, "Subscription to \"_INBOX_shop.>\"")
+	// Group keys of another group, topic keys of the metadata.
+	if err := cons.Meta().GroupHeartbeat(ctx, "other", "orders", "m1", time.Now()); err == nil {
+		t.Error("consumer wrote another group's keys")
+	}
+	cv.wait(t, "Publish to \"$KV.raidq_sec_groups.g.other.orders.m.m1\"")
+	if _, err := prod.CreateTopic(ctx, raidq.TopicConfig{Name: "rogue", Partitions: 1, Params: raidq.DefaultParams()}); err == nil {
+		t.Error("producer created a topic")
+	}
+	pv.wait(t, "Publish to \"$KV.raidq_sec_meta.topic.rogue\"")
+	if err := prod.Meta().PutMember(ctx, metaMember("n9")); err == nil {
+		t.Error("producer wrote a member record")
+	}
+	pv.wait(t, "$KV.raidq_sec_meta.member.n9")
+
+	// Connecting without credentials, with a wrong password, or without TLS.
+	for name, a := range map[string]raidq.ClientAuth{
+		"no credentials": {TLSCA: e.tls.CA},
+		"wrong password": {User: "shop", Password: "nope", TLSCA: e.tls.CA},
+	} {
+		_, err := raidq.Connect(e.url, raidq.WithCluster(e.cluster), raidq.WithAuth(a), raidq.WithTimeout(2*time.Second))
+		if err == nil || !errors.Is(err, nats.ErrAuthorization) && !strings.Contains(strings.ToLower(err.Error()), "authorization") {
+			t.Errorf("%s: %v, want an authorization error", name, err)
+		}
+	}
+	if _, err := raidq.Connect(e.url, raidq.WithCluster(e.cluster), raidq.WithUserPassword("shop", "shoppw"),
+		raidq.WithTimeout(2*time.Second)); err == nil {
+		t.Error("connected without the CA (TLS not verified)")
+	}
+
+	// Still serving.
+	if _, err := p.Send(ctx, raidq.Message{Value: []byte("after")}); err != nil {
+		t.Fatalf("producer after the refusals: %v", err)
+	}
+	// The nodes' own connections (node role) never lacked a permission.
+	if v := e.lc.NATSServer().Security().InternalViolations(); v != 0 {
+		t.Errorf("%d permission violations on the nodes' connections", v)
+	}
+}
+
+func readN(t *testing.T, c *raidq.Client, topic string, o raidq.ConsumerOptions, n int) {
+	t.Helper()
+	cons, err := c.Consumer(topic, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cons.Close()
+	timeout := time.After(20 * time.Second)
+	for got := 0; got < n; got++ {
+		select {
+		case <-cons.Messages():
+		case <-timeout:
+			t.Fatalf("%s: %d of %d messages", topic, got, n)
+		}
+	}
+}
+
+func metaMember(id string) meta.Member {
+	return meta.Member{ID: id, ClientURL: "nats://127.0.0.1:1", Started: 1, Heartbeat: time.Now().UnixNano()}
+}
