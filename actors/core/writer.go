@@ -73,7 +73,7 @@ type attempt struct {
 	conflict bool
 	// refused: a live node answered and said no (any status but OK and
 	// NO_REPLY), so the stripe holds fewer shards than the live nodes could.
-	refused bool
+	refused  bool
 	ahead    bool
 	timedOut bool
 }
