@@ -178,19 +178,20 @@ func (a *producerActor) startQueued(ctx actor.Context, part int) {
 
 // start encodes a batch as a stripe and sends its first attempt.
 func (a *producerActor) start(ctx actor.Context, part int, b *batch) {
-	payload, err := stripe.AppendBatch(nil, b.recs)
+	// Encode first (the batch straight into the shards' buffer), so a batch
+	// that cannot be encoded fails before the writer knows of it; the
+	// offset is only known once the writer starts the stripe.
+	id := stripe.ID{Producer: a.id, Seq: a.seq + 1}
+	shards, payload, err := stripe.EncodeRecords(id, 0, a.topic.Params.N, a.topic.Params.K, b.recs)
 	if err != nil {
 		a.finish(b, SendResult{Partition: part, Err: err})
 		return
 	}
 	a.seq++
-	id := stripe.ID{Producer: a.id, Seq: a.seq}
 	p := a.parts[part]
 	send := p.writer.Start(a.c.cfg.Now(), id)
-	shards, err := stripe.Encode(id, send.Offset, a.topic.Params.N, a.topic.Params.K, payload)
-	if err != nil {
-		a.finish(b, SendResult{Partition: part, Err: err})
-		return
+	for i := range shards {
+		shards[i].Offset = send.Offset
 	}
 	p.active++
 	p.unacked++

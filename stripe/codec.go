@@ -34,13 +34,44 @@ func Encode(id ID, offset uint64, n, k int, payload []byte) ([]Shard, error) {
 	if len(payload) == 0 || len(payload) > MaxBatchBytes {
 		return nil, fmt.Errorf("payload of %d bytes: must be 1..%d", len(payload), MaxBatchBytes)
 	}
+	buf := make([]byte, int(shardSize(len(payload), k))*n)
+	copy(buf, payload)
+	return encodeIn(id, offset, n, k, buf, len(payload))
+}
+
+// EncodeRecords is AppendBatch then Encode without the copy between them:
+// the batch is encoded straight into the buffer the shards share. It
+// returns the shards and the batch payload (which aliases the data
+// shards; leave both alone).
+func EncodeRecords(id ID, offset uint64, n, k int, recs []Record) ([]Shard, []byte, error) {
+	plen := BatchSize(recs)
+	if plen > MaxBatchBytes {
+		return nil, nil, fmt.Errorf("batch of %d bytes exceeds limit %d", plen, MaxBatchBytes)
+	}
+	if k < 1 || n <= k {
+		return nil, nil, fmt.Errorf("reed-solomon k=%d m=%d: bad shape", k, n-k)
+	}
+	buf := make([]byte, 0, int(shardSize(plen, k))*n)
+	payload, err := AppendBatch(buf, recs)
+	if err != nil {
+		return nil, nil, err
+	}
+	if len(payload) != plen {
+		return nil, nil, fmt.Errorf("batch encoded to %d bytes, sized %d", len(payload), plen) // a bug
+	}
+	shards, err := encodeIn(id, offset, n, k, buf[:cap(buf)], plen)
+	return shards, payload, err
+}
+
+// encodeIn encodes the payload at the start of buf (plen bytes, the rest
+// zero; len(buf) = n*shardSize) in place.
+func encodeIn(id ID, offset uint64, n, k int, buf []byte, plen int) ([]Shard, error) {
 	enc, err := encoder(k, n-k)
 	if err != nil {
 		return nil, err
 	}
-	size := int(shardSize(len(payload), k))
-	buf := make([]byte, size*n)
-	copy(buf, payload)
+	payload := buf[:plen]
+	size := len(buf) / n
 	data := make([][]byte, n)
 	for i := range data {
 		data[i] = buf[i*size : (i+1)*size : (i+1)*size]

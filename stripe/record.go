@@ -72,6 +72,30 @@ func AppendBatch(dst []byte, recs []Record) ([]byte, error) {
 	return dst, nil
 }
 
+// BatchSize is the exact length AppendBatch gives recs (no limits checked).
+func BatchSize(recs []Record) int {
+	n := 1 + uvarintLen(uint64(len(recs)))
+	for i := range recs {
+		r := &recs[i]
+		n += bytesLen(len(r.Key)) + bytesLen(len(r.Value)) + uvarintLen(uint64(len(r.Headers)))
+		for _, h := range r.Headers {
+			n += bytesLen(len(h.Name)) + bytesLen(len(h.Value))
+		}
+	}
+	return n
+}
+
+func uvarintLen(v uint64) int {
+	n := 1
+	for v >= 0x80 {
+		v >>= 7
+		n++
+	}
+	return n
+}
+
+func bytesLen(n int) int { return uvarintLen(uint64(n)) + n }
+
 func appendBytes(dst, b []byte) []byte {
 	dst = binary.AppendUvarint(dst, uint64(len(b)))
 	return append(dst, b...)

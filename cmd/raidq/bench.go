@@ -17,7 +17,7 @@ import (
 
 func benchCmd() *cobra.Command {
 	var cfg bench.Config
-	var vs, out, prefix, linger string
+	var vs, out, prefix, linger, jsonFile string
 	var asJSON, quiet, direct bool
 	var pipeline int
 	cmd := &cobra.Command{
@@ -83,6 +83,15 @@ numbers compare the two systems under the same load, nothing more.`,
 				}
 				fmt.Fprintln(os.Stderr, "charts:", strings.Join(files, " "))
 			}
+			if jsonFile != "" {
+				b, err := json.MarshalIndent(r, "", "  ")
+				if err != nil {
+					return err
+				}
+				if err := os.WriteFile(jsonFile, append(b, '\n'), 0o644); err != nil {
+					return err
+				}
+			}
 			if asJSON {
 				enc := json.NewEncoder(cmd.OutOrStdout())
 				enc.SetIndent("", "  ")
@@ -105,10 +114,12 @@ numbers compare the two systems under the same load, nothing more.`,
 	f.DurationVar(&cfg.SlowDelay, "slow-delay", 50*time.Millisecond, "how late the --slow nodes answer")
 	f.IntVar(&cfg.Partitions, "partitions", 1, "partitions of the raidq topic")
 	f.IntVar(&cfg.Warmup, "warmup", 500, "messages published before measuring")
+	f.DurationVar(&cfg.Settle, "settle", 3*time.Second, "pause between the warm-up and the measured workload")
 	f.StringVar(&linger, "linger", "", "raidq producer linger (default: the producer's)")
 	f.IntVar(&pipeline, "pipeline", 0, "raidq producer: stripes awaiting their ack before new batches linger (0: default; -1: always linger)")
 	f.BoolVar(&direct, "direct", true, "raidq client: reach each node through its own NATS server (false: through the server the client connects to)")
 	f.BoolVar(&asJSON, "json", false, `print {"raidq": {...}, "jetstream": {...}, "ratio": {...}}`)
+	f.StringVar(&jsonFile, "json-file", "", "also write the JSON report to this file")
 	f.StringVar(&out, "out", "", "write PNG charts to this directory")
 	f.StringVar(&prefix, "prefix", "bench", "file name prefix of the charts")
 	f.StringVar(&cfg.Dir, "data", "", "data directory (default: a temporary one, removed afterwards)")
@@ -116,5 +127,7 @@ numbers compare the two systems under the same load, nothing more.`,
 	f.BoolVarP(&quiet, "quiet", "q", false, "no progress lines on stderr")
 	f.BoolVar(&cfg.JetStreamOnly, "jetstream-only", false, "run only the JetStream side")
 	_ = f.MarkHidden("jetstream-only")
+	f.StringVar(&cfg.NodeBinary, "node-binary", "", "run the raidq nodes from this binary (another build, for before/after)")
+	_ = f.MarkHidden("node-binary")
 	return cmd
 }

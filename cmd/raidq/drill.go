@@ -183,6 +183,13 @@ func drillProgress(name string, d time.Duration) func(drill.Progress) {
 	}
 }
 
+func liveRow(l *drill.LiveReport) string {
+	if l == nil {
+		return "-"
+	}
+	return fmt.Sprintf("%d / %d / %d (duplicates %d, reordered %d)", l.Delivered, l.Missing, l.InDoubt, l.Duplicates, l.Reordered)
+}
+
 func printDrill(w io.Writer, r *drill.Report) {
 	fmt.Fprintf(w, "drill %s, seed %d, %s backend, nodes %s", r.Scenario, r.Seed, r.Backend, strings.Join(r.Nodes, " "))
 	if len(r.Faulted) > 0 {
@@ -204,6 +211,7 @@ func printDrill(w io.Writer, r *drill.Report) {
 		{"recovered (failed/unknown, delivered)", fmt.Sprint(r.Recovered)},
 		{"reordered (per producer+partition)", fmt.Sprint(r.Reordered)},
 		{"in doubt (reader reports)", fmt.Sprint(r.InDoubt)},
+		{"live reader: delivered / missing / in doubt", liveRow(r.Live)},
 		{"ack latency p50/p99/p99.9/max", fmt.Sprintf("%.1f / %.1f / %.1f / %.1f ms", r.AckP50Ms, r.AckP99Ms, r.AckP999Ms, r.AckMaxMs)},
 		{"longest gap between acks", fmt.Sprintf("%.0f ms", r.LongestAckGapMs)},
 		{"conflicts / retries / rewrites", fmt.Sprintf("%d / %d / %d", r.Conflicts, r.Retries, r.Rewrites)},
@@ -212,6 +220,10 @@ func printDrill(w io.Writer, r *drill.Report) {
 	}
 	for _, row := range rows {
 		fmt.Fprintf(tw, "  %s\t%s\n", row[0], row[1])
+	}
+	for _, ph := range r.Phases {
+		fmt.Fprintf(tw, "  %s\t%s\n", fmt.Sprintf("phase %s (%.1f-%.1fs): p50/p99/gap", ph.Name, ph.FromS, ph.ToS),
+			fmt.Sprintf("%.1f / %.1f / %.0f ms (%d acked)", ph.AckP50Ms, ph.AckP99Ms, ph.LongestAckGapMs, ph.Acked))
 	}
 	_ = tw.Flush()
 	if len(r.Errors) > 0 {

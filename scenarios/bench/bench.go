@@ -45,6 +45,9 @@ type Config struct {
 	// Binary is the raidq binary that runs the node and natsd processes
 	// (built from this tree; the CLI passes its own executable).
 	Binary string
+	// NodeBinary, if set, runs the raidq nodes instead of Binary (an
+	// older build, to measure a change to the node side).
+	NodeBinary string
 	// Dir holds the data directories; empty: a temporary directory,
 	// removed afterwards.
 	Dir string
@@ -56,6 +59,10 @@ type Config struct {
 	Window     int // outstanding sends per publisher with Async (default 64)
 	Partitions int // partitions of the raidq topic (default 1, like one stream)
 	Warmup     int // messages sent before measuring (default 500)
+	// Settle is the pause between the warm-up and the measured workload
+	// (default 3s: raidq's fan-out readers take their leases and catch up
+	// with the warm-up, so the run measures the steady state).
+	Settle time.Duration
 
 	Fsync     bool
 	Kill      int           // raidq: nodes SIGKILLed half-way; JetStream: the stream leader
@@ -104,6 +111,9 @@ func (c *Config) defaults() error {
 	} else if c.Warmup == 0 {
 		c.Warmup = 500
 	}
+	if c.Settle == 0 {
+		c.Settle = 3 * time.Second
+	}
 	if c.SlowDelay <= 0 {
 		c.SlowDelay = 50 * time.Millisecond
 	}
@@ -132,10 +142,14 @@ func (c *Config) logf(format string, args ...any) {
 
 // Report is the outcome of a run (the JSON of `raidq bench --json`).
 type Report struct {
-	Raidq     *Result            `json:"raidq,omitempty"`
-	JetStream *Result            `json:"jetstream,omitempty"`
-	Ratio     map[string]float64 `json:"ratio,omitempty"`
-	Workload  WorkloadInfo       `json:"workload"`
+	Raidq *Result `json:"raidq,omitempty"`
+	// RaidqHealthy is raidq without the slow nodes, run first when Slow
+	// is set, so the slow-node p99 compares with a healthy p99 of the
+	// same run (ratio "slow_p99_vs_healthy").
+	RaidqHealthy *Result            `json:"raidq_healthy,omitempty"`
+	JetStream    *Result            `json:"jetstream,omitempty"`
+	Ratio        map[string]float64 `json:"ratio,omitempty"`
+	Workload     WorkloadInfo       `json:"workload"`
 }
 
 // WorkloadInfo repeats the workload's parameters in the report.
@@ -188,6 +202,16 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		r.Workload.SlowMs = cfg.SlowDelay.Milliseconds()
 	}
 	var err error
+	if !cfg.JetStreamOnly && cfg.Slow > 0 {
+		hc := cfg
+		hc.Slow, hc.Kill = 0, 0
+		cfg.logf("raidq: first without slow nodes, for the healthy p99")
+		if r.RaidqHealthy, err = runRaidq(ctx, &hc, filepath.Join(dir, "healthy")); err != nil {
+			return nil, err
+		}
+		r.RaidqHealthy.System = "raidq-healthy"
+		cfg.logf("%s", r.RaidqHealthy)
+	}
 	if !cfg.JetStreamOnly {
 		if r.Raidq, err = runRaidq(ctx, &cfg, dir); err != nil {
 			return nil, err
@@ -202,6 +226,12 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	if r.Raidq != nil && r.JetStream != nil {
 		r.Ratio = ratios(r.Raidq, r.JetStream)
+	}
+	if r.Raidq != nil && r.RaidqHealthy != nil && r.RaidqHealthy.AckP99Ms > 0 {
+		if r.Ratio == nil {
+			r.Ratio = make(map[string]float64)
+		}
+		r.Ratio["slow_p99_vs_healthy"] = math.Round(r.Raidq.AckP99Ms/r.RaidqHealthy.AckP99Ms*1000) / 1000
 	}
 	return r, nil
 }
@@ -272,6 +302,7 @@ var ratioFields = []struct {
 	{"ack_p999_ms", func(r *Result) float64 { return r.AckP999Ms }},
 	{"ack_max_ms", func(r *Result) float64 { return r.AckMaxMs }},
 	{"longest_ack_gap_ms", func(r *Result) float64 { return r.LongestAckGapMs }},
+	{"kill_gap_ms", func(r *Result) float64 { return r.KillGapMs }},
 	{"disk_bytes_per_payload_byte", func(r *Result) float64 { return r.DiskBytesPerPayloadByte }},
 	{"cpu_s", func(r *Result) float64 { return r.CPUS }},
 	{"peak_rss_mb", func(r *Result) float64 { return r.PeakRSSMB }},
@@ -305,13 +336,13 @@ func (r *Report) PrintTable(w io.Writer) {
 	fmt.Fprintf(w, "; %d CPUs\n", wl.CPUs)
 	var cols []*Result
 	head := "metric"
-	for _, res := range []*Result{r.Raidq, r.JetStream} {
+	for _, res := range []*Result{r.RaidqHealthy, r.Raidq, r.JetStream} {
 		if res != nil {
 			cols = append(cols, res)
 			head += "\t" + res.System
 		}
 	}
-	if r.Ratio != nil {
+	if r.JetStream != nil && r.Raidq != nil {
 		head += "\traidq/jetstream"
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
@@ -321,7 +352,7 @@ func (r *Report) PrintTable(w io.Writer) {
 		for _, c := range cols {
 			line += "\t" + get(c)
 		}
-		if r.Ratio != nil {
+		if r.JetStream != nil && r.Raidq != nil {
 			if v, ok := r.Ratio[ratioKey]; ok {
 				line += fmt.Sprintf("\t%.2fx", v)
 			} else {
@@ -347,6 +378,9 @@ func (r *Report) PrintTable(w io.Writer) {
 	row("ack p999 ms", "ack_p999_ms", f2(func(x *Result) float64 { return x.AckP999Ms }))
 	row("ack max ms", "ack_max_ms", f1(func(x *Result) float64 { return x.AckMaxMs }))
 	row("longest ack gap ms", "longest_ack_gap_ms", f1(func(x *Result) float64 { return x.LongestAckGapMs }))
+	if r.Workload.Kill > 0 {
+		row("  longest gap at the kill ms", "kill_gap_ms", f1(func(x *Result) float64 { return x.KillGapMs }))
+	}
 	row("disk B / payload B", "disk_bytes_per_payload_byte", f2(func(x *Result) float64 { return x.DiskBytesPerPayloadByte }))
 	row("CPU s (servers+client)", "cpu_s", f1(func(x *Result) float64 { return x.CPUS }))
 	row("  servers / client", "", func(x *Result) string { return fmt.Sprintf("%.1f / %.1f", x.ServerCPUS, x.ClientCPUS) })
@@ -363,6 +397,9 @@ func (r *Report) PrintTable(w io.Writer) {
 		})
 	}
 	tw.Flush()
+	if v, ok := r.Ratio["slow_p99_vs_healthy"]; ok {
+		fmt.Fprintf(w, "raidq ack p99 with %d slow nodes / healthy: %.2fx\n", wl.Slow, v)
+	}
 	for _, c := range cols {
 		var ps []string
 		for _, p := range c.Processes {

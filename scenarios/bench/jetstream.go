@@ -172,11 +172,12 @@ func runJetStream(ctx context.Context, cfg *Config, dir string) (*Result, error)
 				}
 			}
 		}
+		at := time.Since(rec.start)
 		procs[lidx].finish()
 		procs[lidx].killed = true
 		servers[lidx].proc.Kill()
 		res.Killed = append(res.Killed, servers[lidx].name+" (stream leader)")
-		res.KillAtMs = float64(time.Since(rec.start).Microseconds()) / 1000
+		res.KillAtMs = msOf(at)
 		cfg.logf("jetstream: killed the stream leader %s (SIGKILL) at %.0f ms", servers[lidx].name, res.KillAtMs)
 		if cfg.Kill > 1 {
 			cfg.logf("jetstream: --kill %d: only the leader is killed (R3 survives one loss)", cfg.Kill)

@@ -48,7 +48,12 @@ func runRaidq(ctx context.Context, cfg *Config, dir string) (*Result, error) {
 	if cfg.ProfileDir != "" {
 		env = append(env, "RAIDQ_CPUPROFILE="+cfg.ProfileDir)
 	}
-	c, err := cluster.New(cluster.Config{Binary: cfg.Binary, Dir: filepath.Join(dir, "raidq"), Nodes: nodes,
+	bin := cfg.Binary
+	if cfg.NodeBinary != "" {
+		bin = cfg.NodeBinary
+		res.Setup += ", nodes run " + bin
+	}
+	c, err := cluster.New(cluster.Config{Binary: bin, Dir: filepath.Join(dir, "raidq"), Nodes: nodes,
 		Cluster: "bench", LogLevel: "warn", Args: args, Env: env,
 		NodeArgs: func(i int) []string {
 			if i < cfg.Slow {
@@ -123,13 +128,14 @@ func runRaidq(ctx context.Context, cfg *Config, dir string) (*Result, error) {
 	}
 	attempts0 := attempts()
 	rec, use, err := measure(ctx, cfg, "raidq", procs, t, func(rec *recorder) {
+		at := time.Since(rec.start)
 		for _, i := range killed {
 			procs[i].finish()
 			procs[i].killed = true
 			c.KillNode(i)
 			res.Killed = append(res.Killed, c.Node(i).ID)
 		}
-		res.KillAtMs = float64(time.Since(rec.start).Microseconds()) / 1000
+		res.KillAtMs = msOf(at)
 		cfg.logf("raidq: killed %s (SIGKILL) at %.0f ms", strings.Join(res.Killed, " "), res.KillAtMs)
 	})
 	if err != nil {
@@ -184,7 +190,7 @@ func warmUp(ctx context.Context, cfg *Config, t target) (int, error) {
 	if rec.failed > 0 {
 		return 0, fmt.Errorf("%d warm-up messages failed: %s", rec.failed, rec.firstErr)
 	}
-	time.Sleep(200 * time.Millisecond)
+	time.Sleep(cfg.Settle)
 	return 1 + len(rec.acks), nil
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"math/rand/v2"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -97,10 +98,18 @@ type workload struct {
 	window                     int
 }
 
-// message builds message i: its index, then a fixed pattern up to size.
-func (w *workload) message(i int, pad []byte) []byte {
+// message builds message i: its index, then pseudo-random bytes (seeded
+// by i) up to size. Every message differs and none compresses, so a store
+// that compresses (LevelDB tables do, with snappy) cannot look smaller
+// than it is.
+func (w *workload) message(i int, _ []byte) []byte {
 	m := make([]byte, w.size)
-	copy(m, pad)
+	rnd := rand.NewPCG(uint64(i), 0x9e3779b97f4a7c15)
+	for j := 0; j < len(m); j += 8 {
+		var b [8]byte
+		binary.LittleEndian.PutUint64(b[:], rnd.Uint64())
+		copy(m[j:], b[:])
+	}
 	binary.BigEndian.PutUint64(m, uint64(i))
 	return m
 }
@@ -115,10 +124,7 @@ func (w *workload) run(ctx context.Context, t target, onHalf func()) *recorder {
 
 // runWith is run with a recorder made by the caller.
 func (w *workload) runWith(ctx context.Context, t target, rec *recorder) {
-	pad := make([]byte, w.size)
-	for i := range pad {
-		pad[i] = 'a' + byte(i%26)
-	}
+	var pad []byte // unused: every message is fresh random bytes
 	var next atomic.Int64
 	var wg sync.WaitGroup
 	rec.start = time.Now()
@@ -217,6 +223,13 @@ type Result struct {
 	AckP999Ms       float64 `json:"ack_p999_ms"`
 	AckMaxMs        float64 `json:"ack_max_ms"`
 	LongestAckGapMs float64 `json:"longest_ack_gap_ms"`
+	// TopGaps are the five longest gaps without an ack: [start ms since
+	// the workload started, length ms].
+	TopGaps [][2]float64 `json:"top_gaps,omitempty"`
+	// KillGapMs is the longest gap without an ack that overlaps the five
+	// seconds after the kill: the kill's own cost, apart from the stalls
+	// any run has (0 without --kill).
+	KillGapMs float64 `json:"kill_gap_ms,omitempty"`
 	// DiskBytesPerPayloadByte is du of the servers' data directories after
 	// the run over the payload bytes acknowledged (warm-up included).
 	DiskBytesPerPayloadByte float64 `json:"disk_bytes_per_payload_byte"`
@@ -262,11 +275,25 @@ func (res *Result) summarize(rec *recorder, size int) {
 	res.AckP999Ms = ms(rec.hist.ValueAtQuantile(99.9))
 	res.AckMaxMs = ms(rec.hist.Max())
 	sort.Slice(res.acks, func(i, j int) bool { return res.acks[i].At < res.acks[j].At })
-	var gap time.Duration
+	var gaps [][2]float64
 	for i := 1; i < len(res.acks); i++ {
-		gap = max(gap, res.acks[i].At-res.acks[i-1].At)
+		if g := res.acks[i].At - res.acks[i-1].At; g > time.Millisecond {
+			gaps = append(gaps, [2]float64{msOf(res.acks[i-1].At), msOf(g)})
+		}
 	}
-	res.LongestAckGapMs = float64(gap.Microseconds()) / 1000
+	sort.Slice(gaps, func(i, j int) bool { return gaps[i][1] > gaps[j][1] })
+	if res.KillAtMs > 0 {
+		for _, g := range gaps {
+			if g[0]+g[1] >= res.KillAtMs && g[0] <= res.KillAtMs+5000 {
+				res.KillGapMs = g[1] // the longest, since gaps are sorted
+				break
+			}
+		}
+	}
+	if len(gaps) > 0 {
+		res.LongestAckGapMs = gaps[0][1]
+	}
+	res.TopGaps = gaps[:min(5, len(gaps))]
 	if n := len(res.acks); n > 0 {
 		// From the start of the workload to the last ack.
 		d := res.acks[n-1].At.Seconds()
@@ -306,3 +333,5 @@ func (res *Result) String() string {
 	return fmt.Sprintf("%s: %d acked, %.0f msgs/s, p50 %.2f ms, p99 %.2f ms", res.System, res.Acked,
 		res.ThroughputMsgsS, res.AckP50Ms, res.AckP99Ms)
 }
+
+func msOf(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }

@@ -88,15 +88,21 @@ func checkHistory(prods [][]sendRec, dels []delivery) checked {
 	return c
 }
 
-// verdict fills the report from the history and the deliveries.
-func (r *run) verdict(rep *Report, dels []delivery) {
-	h := r.hist
-	prods := make([][]sendRec, len(h.prods))
-	for i, p := range h.prods {
+// sends returns every producer's send records (after the load).
+func (r *run) sends() [][]sendRec {
+	prods := make([][]sendRec, len(r.hist.prods))
+	for i, p := range r.hist.prods {
 		p.mu.Lock()
 		prods[i] = p.recs
 		p.mu.Unlock()
 	}
+	return prods
+}
+
+// verdict fills the report from the history and the deliveries.
+func (r *run) verdict(rep *Report, dels []delivery) {
+	h := r.hist
+	prods := r.sends()
 	c := checkHistory(prods, dels)
 	rep.Attempted, rep.Acked, rep.FailedSends, rep.Unknown = c.attempted, c.acked, c.failed, c.unknown
 	rep.Delivered, rep.Lost, rep.Unexpected = c.delivered, c.lost, c.unexpected
@@ -146,4 +152,65 @@ func (r *run) verdict(rep *Report, dels []delivery) {
 		rep.Notes = append(rep.Notes, fmt.Sprintf("readers reported %d corrupt shards (treated as missing)", h.corrupt))
 	}
 	h.mu.Unlock()
+}
+
+// PhaseStats are the ack latencies of the sends made in one phase of the
+// load: before the first fault, while faults were in place, after the
+// last heal. Comparing phases of one run is less noisy than comparing runs
+// on a shared machine.
+type PhaseStats struct {
+	Name            string  `json:"name"`
+	FromS           float64 `json:"from_s"`
+	ToS             float64 `json:"to_s"`
+	Acked           int     `json:"acked"`
+	AckP50Ms        float64 `json:"ack_p50_ms"`
+	AckP99Ms        float64 `json:"ack_p99_ms"`
+	LongestAckGapMs float64 `json:"longest_ack_gap_ms"`
+}
+
+// phases splits the load at the first fault and the last heal.
+func phases(prods [][]sendRec, events []Event, load time.Duration) []PhaseStats {
+	first, last := -1.0, -1.0
+	for _, e := range events {
+		if e.Kind == "fault" && first < 0 {
+			first = e.T
+		}
+		if e.Kind == "heal" || e.Kind == "fault" {
+			last = e.T
+		}
+	}
+	end := load.Seconds()
+	if first < 0 || first >= end {
+		return nil
+	}
+	last = min(max(last, first), end)
+	bounds := []PhaseStats{{Name: "before", FromS: 0, ToS: first}, {Name: "faults", FromS: first, ToS: last},
+		{Name: "after", FromS: last, ToS: end}}
+	var out []PhaseStats
+	for _, ph := range bounds {
+		if ph.ToS-ph.FromS < 0.5 {
+			continue
+		}
+		lat := hdrhistogram.New(1, int64(10*time.Minute/time.Microsecond), 3)
+		var acks []int64
+		from, to := int64(ph.FromS*1e9), int64(ph.ToS*1e9)
+		for _, recs := range prods {
+			for i := range recs {
+				if recs[i].status == statusAcked && recs[i].sent >= from && recs[i].sent < to {
+					_ = lat.RecordValue(max(1, (recs[i].done-recs[i].sent)/1000))
+					acks = append(acks, recs[i].done)
+				}
+			}
+		}
+		sort.Slice(acks, func(i, j int) bool { return acks[i] < acks[j] })
+		var gap int64
+		for i := 1; i < len(acks); i++ {
+			gap = max(gap, acks[i]-acks[i-1])
+		}
+		ph.Acked = len(acks)
+		ph.AckP50Ms, ph.AckP99Ms = float64(lat.ValueAtQuantile(50))/1000, float64(lat.ValueAtQuantile(99))/1000
+		ph.LongestAckGapMs = float64(gap/1000) / 1000
+		out = append(out, ph)
+	}
+	return out
 }

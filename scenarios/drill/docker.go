@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/raidq/raidq/scenarios/cluster"
@@ -69,6 +70,9 @@ func composeCommand() ([]string, error) {
 	return nil, errors.New("neither `docker compose` nor `docker-compose` is available")
 }
 
+// projects numbers the compose projects of this process (one per drill).
+var projects atomic.Int32
+
 type dockerBackend struct {
 	r       *run
 	dir     string
@@ -97,7 +101,7 @@ func newDockerBackend(r *run, dir string) (backend, error) {
 		dc.Image = "raidq:drill"
 	}
 	compose, _ := composeCommand()
-	b := &dockerBackend{r: r, dir: dir, compose: compose, project: fmt.Sprintf("raidqdrill%d", os.Getpid())}
+	b := &dockerBackend{r: r, dir: dir, compose: compose, project: fmt.Sprintf("raidqdrill%d%c", os.Getpid(), 'a'+rune(projects.Add(1)%26))}
 	for i := range nodes {
 		b.ids = append(b.ids, fmt.Sprintf("n%d", i))
 	}

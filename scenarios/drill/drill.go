@@ -162,8 +162,13 @@ type Report struct {
 	NodeExits       []string       `json:"node_exits,omitempty"`
 	Checks          []Check        `json:"checks"`
 	LostRecords     []LostRecord   `json:"lost_records,omitempty"`
-	Notes           []string       `json:"notes,omitempty"`
-	DrainS          float64        `json:"drain_s"`
+	// Live is what a second consumer saw that read during the faults.
+	Live *LiveReport `json:"live,omitempty"`
+	// Phases: ack latency before the first fault, while faults were in
+	// place, and after the last heal (sends by the time they were made).
+	Phases []PhaseStats `json:"phases,omitempty"`
+	Notes  []string     `json:"notes,omitempty"`
+	DrainS float64      `json:"drain_s"`
 	// LoadAvg is the machine's 1-minute load average when the load
 	// started and ended (Linux; the drills share the machine's CPUs).
 	LoadAvg []float64 `json:"load_avg,omitempty"`
@@ -233,6 +238,8 @@ type run struct {
 	stopWatch    func()         // ends the node watcher (set by load)
 	topicCreated uint64         // the drill topic's creation time (unix ns)
 	lostKeys     []uint64       // set by verdict
+	live         *liveReader    // reads during the faults
+	liveInDoubts []inDoubt      // its in-doubt reports
 	rolling      *rollingResult // the rolling scenario's findings
 	corrupt      *corruptResult // the corrupt scenario's findings
 }
@@ -289,6 +296,14 @@ func Run(ctx context.Context, cfg Config) (rep *Report, err error) {
 		return nil, err
 	}
 	defer r.be.Close()
+	defer func() { // an early return
+		if r.live != nil {
+			r.live.close()
+		}
+		if r.stopWatch != nil {
+			r.stopWatch()
+		}
+	}()
 	rep.Backend = r.be.Name()
 	rep.Nodes = r.be.IDs()
 	for _, i := range r.plan.faulted {
@@ -321,12 +336,15 @@ func Run(ctx context.Context, cfg Config) (rep *Report, err error) {
 		return nil, err
 	}
 	rep.DrainS = time.Since(drainStart).Seconds()
+	ldels, lids, lcorrupt := r.live.stop(r.hist.ackedSet(), time.Now().Add(15*time.Second))
+	r.live = nil
 	r.progress(Progress{Phase: "checking"})
 	if r.stopWatch != nil {
 		r.stopWatch()
 	}
 	r.be.StopAll()
 	r.verdict(rep, dels)
+	r.liveVerdict(rep, ldels, lids, lcorrupt)
 	r.clientMetrics(rep)
 	if rep.Lost > 0 {
 		rep.LostRecords = r.analyzeLost(rep)
@@ -507,6 +525,7 @@ func (r *run) finish(rep *Report) {
 	rep.NodeExits = append([]string(nil), r.exits...)
 	r.mu.Unlock()
 	sort.SliceStable(rep.Events, func(i, j int) bool { return rep.Events[i].T < rep.Events[j].T })
+	rep.Phases = phases(r.sends(), rep.Events, r.cfg.Duration)
 	base := []Check{
 		{Name: "nothing acked lost", OK: rep.Lost == 0, Detail: fmt.Sprintf("%d lost", rep.Lost)},
 		{Name: "nothing unexpected delivered", OK: rep.Unexpected == 0, Detail: fmt.Sprintf("%d unexpected", rep.Unexpected)},

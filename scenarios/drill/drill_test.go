@@ -112,11 +112,37 @@ func TestDrills(t *testing.T) {
 			if !r.OK || r.Lost != 0 || r.Unexpected != 0 || r.Acked == 0 {
 				t.Fatalf("%s: %+v", name, *r)
 			}
-			// Two dead or slow nodes cost the producers nothing: allow a
-			// handful of timeouts on a loaded machine, no more.
-			if bad := r.FailedSends + r.Unknown; bad*200 > r.Attempted {
-				t.Errorf("%s: %d failed and %d unknown sends of %d (%v)", name, r.FailedSends, r.Unknown, r.Attempted, r.Errors)
+			// Two dead or slow nodes leave W=4 reachable: no send may be
+			// refused. (Timeouts, "unknown", are only logged: on an
+			// overloaded machine a third, starved node makes stripes miss
+			// the attempt deadline; docs/drills.md.)
+			if r.FailedSends != 0 {
+				t.Errorf("%s: %d sends failed of %d (%v): %s", name, r.FailedSends, r.Attempted, r.Errors, r.FirstError)
 			}
 		})
+	}
+}
+
+func TestPhases(t *testing.T) {
+	ms := int64(time.Millisecond)
+	var recs []sendRec
+	for i := range 100 { // one send every 100ms for 10s; 5ms acks, 50ms during the faults
+		sent := int64(i) * 100 * ms
+		lat := 5 * ms
+		if sent >= 3000*ms && sent < 6000*ms {
+			lat = 50 * ms
+		}
+		recs = append(recs, sendRec{sent: sent, done: sent + lat, status: statusAcked})
+	}
+	events := []Event{{T: 3, Kind: "fault"}, {T: 6, Kind: "heal"}, {T: 7, Kind: "info"}}
+	ps := phases([][]sendRec{recs}, events, 10*time.Second)
+	if len(ps) != 3 || ps[0].Name != "before" || ps[1].Name != "faults" || ps[2].Name != "after" {
+		t.Fatalf("%+v", ps)
+	}
+	if ps[0].Acked != 30 || ps[1].Acked != 30 || ps[2].Acked != 40 || ps[1].AckP99Ms < 49 || ps[0].AckP99Ms > 6 {
+		t.Fatalf("%+v", ps)
+	}
+	if got := phases([][]sendRec{recs}, nil, 10*time.Second); got != nil {
+		t.Fatalf("no faults: %+v", got)
 	}
 }

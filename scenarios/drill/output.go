@@ -92,6 +92,9 @@ func (r *run) writeHistory(path string, rep *Report, dels []delivery) error {
 		lines = append(lines, histLine{T: secs(d.at), Ev: "in_doubt", Part: intp(d.part), Off: d.off, Stripe: d.stripe, Unheard: d.unheard})
 	}
 	r.hist.mu.Unlock()
+	for _, d := range r.liveInDoubts {
+		lines = append(lines, histLine{T: secs(d.at), Ev: "live_in_doubt", Part: intp(d.part), Off: d.off, Stripe: d.stripe, Unheard: d.unheard})
+	}
 	for _, e := range rep.Events {
 		lines = append(lines, histLine{T: e.T, Ev: e.Kind, What: e.What})
 	}

@@ -45,13 +45,18 @@ func (r *run) load(ctx context.Context) error {
 		prods = append(prods, prod{c, p})
 	}
 
+	if err := r.startLive(ctx); err != nil {
+		return err
+	}
 	r.start = time.Now()
 	r.hist = newHistory(r.start, n)
+	r.live.setStart(r.start, r.hist)
 	r.event("info", "load starts: %d producers, %d msgs/s, %d-byte messages, %s", n, r.cfg.Rate, r.cfg.Size, r.cfg.Duration)
 	watchStop := make(chan struct{})
 	watchDone := make(chan struct{})
 	go func() { defer close(watchDone); r.watch(ctx, watchStop) }()
-	r.stopWatch = func() { close(watchStop); <-watchDone }
+	var once sync.Once
+	r.stopWatch = func() { once.Do(func() { close(watchStop); <-watchDone }) }
 	schedDone := make(chan struct{})
 	go func() { defer close(schedDone); r.schedule(ctx) }()
 
