@@ -353,6 +353,14 @@ func (n *Node) route(m *nats.Msg, req any) (*slotRequest, bus.Status, string) {
 				s.Index, s.N, s.K, pos, t.Params.N, t.Params.K)
 		}
 		r.shard = s.ShardHeader
+		// Readers never read below the topic's creation, so a write there
+		// (a producer whose clock runs behind, right after the topic was
+		// created) must be refused, not stored and never read. SEALED makes
+		// the producer retry at a fresh offset from its corrected clock.
+		if r.write.Offset < t.Created {
+			n.stats.Sealed.Add(1)
+			return nil, bus.StatusSealed, fmt.Sprintf("offset %d is before topic %s was created (%d)", r.write.Offset, t.Name, t.Created)
+		}
 	}
 	return r, 0, ""
 }

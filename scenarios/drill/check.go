@@ -147,6 +147,10 @@ func (r *run) verdict(rep *Report, dels []delivery) {
 			}
 		}
 		rep.FirstError = h.errFirst[best]
+		rep.ErrorSamples = make(map[string]string)
+		for cls, m := range h.errFirst {
+			rep.ErrorSamples[cls] = m
+		}
 	}
 	if h.corrupt > 0 {
 		rep.Notes = append(rep.Notes, fmt.Sprintf("readers reported %d corrupt shards (treated as missing)", h.corrupt))

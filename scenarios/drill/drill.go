@@ -156,12 +156,14 @@ type Report struct {
 	Rewrites        int            `json:"rewrites"`
 	Errors          map[string]int `json:"errors,omitempty"`
 	FirstError      string         `json:"first_error,omitempty"`
-	Nodes           []string       `json:"nodes"`
-	Faulted         []string       `json:"faulted,omitempty"`
-	Events          []Event        `json:"events"`
-	NodeExits       []string       `json:"node_exits,omitempty"`
-	Checks          []Check        `json:"checks"`
-	LostRecords     []LostRecord   `json:"lost_records,omitempty"`
+	// ErrorSamples holds the first message of each error class.
+	ErrorSamples map[string]string `json:"error_samples,omitempty"`
+	Nodes        []string          `json:"nodes"`
+	Faulted      []string          `json:"faulted,omitempty"`
+	Events       []Event           `json:"events"`
+	NodeExits    []string          `json:"node_exits,omitempty"`
+	Checks       []Check           `json:"checks"`
+	LostRecords  []LostRecord      `json:"lost_records,omitempty"`
 	// Live is what a second consumer saw that read during the faults.
 	Live *LiveReport `json:"live,omitempty"`
 	// Phases: ack latency before the first fault, while faults were in
@@ -235,13 +237,15 @@ type run struct {
 	exits  []string
 	reg    *prometheus.Registry
 
-	stopWatch    func()         // ends the node watcher (set by load)
-	topicCreated uint64         // the drill topic's creation time (unix ns)
-	lostKeys     []uint64       // set by verdict
-	live         *liveReader    // reads during the faults
-	liveInDoubts []inDoubt      // its in-doubt reports
-	rolling      *rollingResult // the rolling scenario's findings
-	corrupt      *corruptResult // the corrupt scenario's findings
+	stopWatch    func()          // ends the node watcher (set by load)
+	pclients     []*raidq.Client // the producers' clients, until load takes them
+	liveClient   *raidq.Client   // the live reader's, until startLive takes it
+	topicCreated uint64          // the drill topic's creation time (unix ns)
+	lostKeys     []uint64        // set by verdict
+	live         *liveReader     // reads during the faults
+	liveInDoubts []inDoubt       // its in-doubt reports
+	rolling      *rollingResult  // the rolling scenario's findings
+	corrupt      *corruptResult  // the corrupt scenario's findings
 }
 
 func (r *run) since() float64 {
@@ -297,6 +301,7 @@ func Run(ctx context.Context, cfg Config) (rep *Report, err error) {
 	}
 	defer r.be.Close()
 	defer func() { // an early return
+		r.closeClients()
 		if r.live != nil {
 			r.live.close()
 		}
@@ -313,6 +318,9 @@ func Run(ctx context.Context, cfg Config) (rep *Report, err error) {
 	r.cfg.Logger.Info("drill: starting the nodes", "backend", r.be.Name(), "dir", dir)
 	if err := r.be.Start(ctx); err != nil {
 		return nil, fmt.Errorf("start the cluster: %w", err)
+	}
+	if err := r.connect(ctx); err != nil {
+		return nil, err
 	}
 	if err := r.createTopic(ctx); err != nil {
 		return nil, err

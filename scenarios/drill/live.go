@@ -32,10 +32,8 @@ type liveReader struct {
 // 5 s before now (the load starts right after; setStart gives it the
 // history once it exists).
 func (r *run) startLive(ctx context.Context) error {
-	c, err := raidq.Connect(r.be.ClientURL(r.plan.stable()), append(r.clientOpts("raidq-drill-live"), raidq.WithMetrics(r.reg))...)
-	if err != nil {
-		return fmt.Errorf("live reader: %w", err)
-	}
+	c := r.liveClient // connected by connect
+	r.liveClient = nil
 	if err := c.WaitTopic(ctx, Topic); err != nil {
 		c.Close()
 		return fmt.Errorf("live reader: %w", err)

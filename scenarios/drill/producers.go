@@ -9,22 +9,14 @@ import (
 	"github.com/raidq/raidq"
 )
 
-// load runs the producers for cfg.Duration while the fault schedule runs,
-// then flushes them and waits for the schedule to finish.
-func (r *run) load(ctx context.Context) error {
-	n := r.plan.producers
-	type prod struct {
-		c *raidq.Client
-		p *raidq.Producer
-	}
-	prods := make([]prod, 0, n)
-	defer func() {
-		for _, p := range prods {
-			p.c.Close()
-		}
-	}()
+// connect connects the producers' clients (and the live reader's) before
+// the topic exists, so the load can start right after the topic is
+// created: producers that wait for a topic are a real case, and the skew
+// drill depends on it (a producer whose clock is behind writes its first
+// stripes just before the topic's creation time).
+func (r *run) connect(ctx context.Context) error {
 	url := r.be.ClientURL(r.plan.stable())
-	for i := range n {
+	for i := range r.plan.producers {
 		opts := append(r.clientOpts(fmt.Sprintf("raidq-drill-p%d", i)), raidq.WithMetrics(r.reg))
 		if clock := r.plan.clock(i); clock != nil {
 			opts = append(opts, raidq.WithClock(clock))
@@ -33,13 +25,50 @@ func (r *run) load(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("producer %d: %w", i, err)
 		}
-		if err := c.WaitTopic(ctx, Topic); err != nil {
+		r.pclients = append(r.pclients, c)
+	}
+	c, err := raidq.Connect(url, append(r.clientOpts("raidq-drill-live"), raidq.WithMetrics(r.reg))...)
+	if err != nil {
+		return fmt.Errorf("live reader: %w", err)
+	}
+	r.liveClient = c
+	return nil
+}
+
+// closeClients closes the clients connect made that load did not take.
+func (r *run) closeClients() {
+	for _, c := range r.pclients {
+		c.Close()
+	}
+	r.pclients = nil
+	if r.liveClient != nil {
+		r.liveClient.Close()
+		r.liveClient = nil
+	}
+}
+
+// load runs the producers for cfg.Duration while the fault schedule runs,
+// then flushes them and waits for the schedule to finish.
+func (r *run) load(ctx context.Context) error {
+	n := r.plan.producers
+	type prod struct {
+		c *raidq.Client
+		p *raidq.Producer
+	}
+	clients := r.pclients
+	r.pclients = nil
+	prods := make([]prod, 0, n)
+	defer func() {
+		for _, c := range clients {
 			c.Close()
+		}
+	}()
+	for i, c := range clients {
+		if err := c.WaitTopic(ctx, Topic); err != nil {
 			return fmt.Errorf("producer %d: %w", i, err)
 		}
 		p, err := c.Producer(Topic, raidq.WithSeed(r.cfg.Seed*1000+uint64(i)+1))
 		if err != nil {
-			c.Close()
 			return fmt.Errorf("producer %d: %w", i, err)
 		}
 		prods = append(prods, prod{c, p})
