@@ -43,7 +43,7 @@ func TestCLIProduceConsumeKillTwo(t *testing.T) {
 
 	const total = 10000
 	start := time.Now()
-	prod := exec.Command(bin, "produce", "orders", "--nats", url, "--timeout", "20s")
+	prod := exec.Command(bin, "produce", "orders", "--nats", url, "--timeout", "20s", "--window", "256")
 	stdin, err := prod.StdinPipe()
 	if err != nil {
 		t.Fatal(err)
