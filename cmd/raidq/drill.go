@@ -183,6 +183,16 @@ func drillProgress(name string, d time.Duration) func(drill.Progress) {
 	}
 }
 
+func shardsRow(m map[string]int) string {
+	var parts []string
+	for n := 6; n >= 0; n-- {
+		if c := m[fmt.Sprint(n)]; c > 0 {
+			parts = append(parts, fmt.Sprintf("%d: %d", n, c))
+		}
+	}
+	return strings.Join(parts, ", ")
+}
+
 func liveRow(l *drill.LiveReport) string {
 	if l == nil {
 		return "-"
@@ -217,6 +227,7 @@ func printDrill(w io.Writer, r *drill.Report) {
 		{"conflicts / retries / rewrites", fmt.Sprintf("%d / %d / %d", r.Conflicts, r.Retries, r.Rewrites)},
 		{"drain", fmt.Sprintf("%.1fs", r.DrainS)},
 		{"machine load average (start, end)", fmt.Sprint(r.LoadAvg)},
+		{"acked stripes by shards on disk at the end", shardsRow(r.ShardsAtEnd)},
 	}
 	for _, row := range rows {
 		fmt.Fprintf(tw, "  %s\t%s\n", row[0], row[1])
@@ -232,6 +243,11 @@ func printDrill(w io.Writer, r *drill.Report) {
 			es = append(es, fmt.Sprintf("%s=%d", k, v))
 		}
 		fmt.Fprintf(w, "  send errors: %s\n  most frequent: %s\n", strings.Join(es, " "), r.FirstError)
+	}
+	if r.Live != nil {
+		for _, m := range r.Live.MissingSamples {
+			fmt.Fprintf(w, "  LIVE MISSING %s\n", m)
+		}
 	}
 	for _, n := range r.Notes {
 		fmt.Fprintf(w, "  note: %s\n", n)

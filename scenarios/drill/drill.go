@@ -166,6 +166,10 @@ type Report struct {
 	LostRecords  []LostRecord      `json:"lost_records,omitempty"`
 	// Live is what a second consumer saw that read during the faults.
 	Live *LiveReport `json:"live,omitempty"`
+	// ShardsAtEnd counts the acked stripes by how many good shards of
+	// them the nodes hold at their acked offset after the drill ("6": full
+	// redundancy; "4" = k: one more loss and the stripe is gone).
+	ShardsAtEnd map[string]int `json:"shards_at_end,omitempty"`
 	// Phases: ack latency before the first fault, while faults were in
 	// place, and after the last heal (sends by the time they were made).
 	Phases []PhaseStats `json:"phases,omitempty"`
@@ -344,7 +348,9 @@ func Run(ctx context.Context, cfg Config) (rep *Report, err error) {
 		return nil, err
 	}
 	rep.DrainS = time.Since(drainStart).Seconds()
-	ldels, lids, lcorrupt := r.live.stop(r.hist.ackedSet(), time.Now().Add(15*time.Second))
+	// The live reader gets 30s more for in-doubt stripes that repair
+	// re-appends (DESIGN §5: delivered late rather than lost).
+	ldels, lids, lcorrupt := r.live.stop(r.hist.ackedSet(), time.Now().Add(30*time.Second))
 	r.live = nil
 	r.progress(Progress{Phase: "checking"})
 	if r.stopWatch != nil {
@@ -356,6 +362,11 @@ func Run(ctx context.Context, cfg Config) (rep *Report, err error) {
 	r.clientMetrics(rep)
 	if rep.Lost > 0 {
 		rep.LostRecords = r.analyzeLost(rep)
+	}
+	red, err := r.redundancy()
+	rep.ShardsAtEnd = red
+	if err != nil {
+		rep.Notes = append(rep.Notes, "counting shards: "+err.Error())
 	}
 	sc.check(r, rep)
 	r.finish(rep)

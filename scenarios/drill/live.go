@@ -114,9 +114,38 @@ func (l *liveReader) close() {
 
 // liveVerdict checks the live reader's deliveries like the read-back's.
 func (r *run) liveVerdict(rep *Report, dels []delivery, ids []inDoubt, corrupt int) {
-	c := checkHistory(r.sends(), dels)
+	prods := r.sends()
+	c := checkHistory(prods, dels)
 	rep.Live = &LiveReport{Delivered: c.delivered, Missing: c.lost, Unexpected: c.unexpected, Duplicates: c.duplicates,
 		Reordered: c.reordered, InDoubt: len(ids), CorruptShards: corrupt}
+	// Name some missing records, and whether the live reader reported
+	// their stripe (or their offset) in doubt.
+	byStripe := make(map[string]inDoubt)
+	byOffset := make(map[[2]uint64]inDoubt)
+	for _, d := range ids {
+		byStripe[d.stripe] = d
+		byOffset[[2]uint64{uint64(d.part), d.off}] = d
+	}
+	for _, k := range c.lost_ {
+		if len(rep.Live.MissingSamples) == 20 {
+			break
+		}
+		prod, seq := int(k>>40), int(k&(1<<40-1))
+		rec := prods[prod][seq]
+		s := fmt.Sprintf("p%d-%d partition %d offset %d stripe %s acked at %.2fs", prod, seq, rec.part, rec.off, rec.stripe,
+			float64(rec.done)/1e9)
+		d, ok := byStripe[rec.stripe]
+		if !ok {
+			d, ok = byOffset[[2]uint64{uint64(rec.part), rec.off}]
+		}
+		if ok {
+			s += fmt.Sprintf("; reported in doubt at %.2fs (offset %+.1fms from the acked one, %d shards seen, unheard %v)",
+				float64(d.at)/1e9, float64(int64(d.off-rec.off))/1e6, d.seen, d.unheard)
+		} else {
+			s += "; never reported in doubt"
+		}
+		rep.Live.MissingSamples = append(rep.Live.MissingSamples, s)
+	}
 	r.liveInDoubts = ids
 	rep.Checks = append(rep.Checks, Check{Name: "a reader running through the faults delivered every acked record",
 		OK: c.lost == 0 && c.unexpected == 0,
@@ -133,4 +162,6 @@ type LiveReport struct {
 	Reordered     int `json:"reordered"`
 	InDoubt       int `json:"in_doubt"`
 	CorruptShards int `json:"corrupt_shards"`
+	// MissingSamples names up to 20 missing records.
+	MissingSamples []string `json:"missing_samples,omitempty"`
 }

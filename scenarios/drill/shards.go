@@ -139,3 +139,73 @@ func (r *run) analyzeLost(rep *Report) []LostRecord {
 	}
 	return out
 }
+
+// redundancy opens every node's slot store (the nodes are stopped) and
+// counts, for every acked stripe, the good shards of it at its acked
+// offset: DESIGN §2 promises n-k losses once the remaining shards land or
+// are repaired, W-k (0 by default) at the ack. The keys are shard counts
+// ("6", "5", "4", "3", ...).
+func (r *run) redundancy() (map[string]int, error) {
+	type slot struct {
+		part int32
+		off  uint64
+	}
+	want := make(map[slot]string) // acked stripe at its offset
+	var lo, hi uint64
+	for _, recs := range r.sends() {
+		for i := range recs {
+			if recs[i].status != statusAcked {
+				continue
+			}
+			want[slot{recs[i].part, recs[i].off}] = recs[i].stripe
+			if lo == 0 || recs[i].off < lo {
+				lo = recs[i].off
+			}
+			hi = max(hi, recs[i].off)
+		}
+	}
+	if len(want) == 0 {
+		return nil, nil
+	}
+	count := make(map[slot]map[int]bool)
+	quiet := slog.New(slog.DiscardHandler)
+	var errs []error
+	for i, id := range r.be.IDs() {
+		dir := filepath.Join(r.be.DataDir(i), "slots")
+		if _, err := os.Stat(filepath.Join(dir, "CURRENT")); err != nil {
+			continue
+		}
+		s, err := slotstore.Open(dir, slotstore.Options{Logger: quiet})
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", id, err))
+			continue
+		}
+		for p := range r.cfg.Partitions {
+			err := s.Scan(Topic, uint32(p), lo, hi+1, func(off uint64, b []byte) bool {
+				k := slot{int32(p), off}
+				st, ok := want[k]
+				if !ok {
+					return true
+				}
+				sh, err := stripe.Parse(b)
+				if err != nil || sh.ID.String() != st {
+					return true
+				}
+				if count[k] == nil {
+					count[k] = make(map[int]bool)
+				}
+				count[k][int(sh.Index)] = true
+				return true
+			})
+			if err != nil {
+				errs = append(errs, fmt.Errorf("%s: %w", id, err))
+			}
+		}
+		_ = s.Close()
+	}
+	out := make(map[string]int)
+	for k := range want {
+		out[fmt.Sprint(len(count[k]))]++
+	}
+	return out, errors.Join(errs...)
+}
