@@ -31,7 +31,7 @@ type WriterConfig struct {
 
 // DefaultWriterConfig derives the write rules from topic parameters.
 func DefaultWriterConfig(p quorum.Params) WriterConfig {
-	return WriterConfig{Params: p, AttemptTimeout: int64(p.AcceptWindow / 2), MaxAttempts: 8, ConflictJitter: 1_000_000,
+	return WriterConfig{Params: p, AttemptTimeout: int64(p.AcceptWindow / 2), MaxAttempts: 16, ConflictJitter: 1_000_000,
 		CommittedWait: int64(p.AcceptWindow + p.FutureBound)}
 }
 

@@ -2,6 +2,7 @@ package core
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -125,8 +126,8 @@ func TestWriterFailure(t *testing.T) {
 				t.Fatal("never failed")
 			}
 			msg := fail.Err.Error()
-			if !errors.Is(fail.Err, tc.want) || !strings.Contains(msg, "8 attempts") {
-				t.Fatalf("error %q, want %v after 8 attempts", msg, tc.want)
+			if attempts := fmt.Sprintf("%d attempts", cfg.MaxAttempts); !errors.Is(fail.Err, tc.want) || !strings.Contains(msg, attempts) {
+				t.Fatalf("error %q, want %v after %s", msg, tc.want, attempts)
 			}
 			for _, n := range tc.names {
 				if !strings.Contains(msg, n) {
