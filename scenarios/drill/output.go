@@ -7,7 +7,6 @@ import (
 	"image/color"
 	"os"
 	"sort"
-	"time"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
@@ -211,5 +210,3 @@ func (r *run) writePlot(path string, rep *Report) error {
 	p.Legend.Top = true
 	return p.Save(14*vg.Inch, 6*vg.Inch, path)
 }
-
-var _ = time.Second
