@@ -36,14 +36,6 @@ func BenchmarkCommitSync(b *testing.B) {
 	benchCommit(b, openT(b, b.TempDir(), quiet()))
 }
 
-// BenchmarkCommitSyncFullFsync is BenchmarkCommitSync with the journal
-// synced by fsync instead of fdatasync (Options.FullFsync).
-func BenchmarkCommitSyncFullFsync(b *testing.B) {
-	o := quiet()
-	o.FullFsync = true
-	benchCommit(b, openT(b, b.TempDir(), o))
-}
-
 func BenchmarkCommitNoSync(b *testing.B) {
 	o := quiet()
 	o.NoSync = true

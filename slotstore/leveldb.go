@@ -4,7 +4,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -13,7 +12,6 @@ import (
 	lerrors "github.com/syndtr/goleveldb/leveldb/errors"
 	"github.com/syndtr/goleveldb/leveldb/filter"
 	"github.com/syndtr/goleveldb/leveldb/opt"
-	"github.com/syndtr/goleveldb/leveldb/storage"
 	"github.com/syndtr/goleveldb/leveldb/util"
 )
 
@@ -25,7 +23,6 @@ const dropChunk = 4096
 type levelStore struct {
 	dir  string
 	db   *leveldb.DB
-	stor io.Closer // the storage under db, closed after it (nil: db closes its own)
 	opts Options
 	inc  Incarnation
 	c    *committer
@@ -57,19 +54,16 @@ func Open(dir string, opts Options) (Store, error) {
 	if err := os.MkdirAll(dir, 0o750); err != nil {
 		return nil, fmt.Errorf("slotstore: %s: open: %w", dir, err)
 	}
-	db, stor, err := openDB(dir, opts)
+	db, err := openDB(dir, opts)
 	if err != nil {
 		return nil, err
 	}
 	inc, created, err := loadIncarnation(db, dir, opts.Now)
 	if err != nil {
 		db.Close()
-		if stor != nil {
-			_ = stor.Close()
-		}
 		return nil, err
 	}
-	s := &levelStore{dir: dir, db: db, stor: stor, opts: opts, inc: inc, wo: &opt.WriteOptions{Sync: !opts.NoSync}}
+	s := &levelStore{dir: dir, db: db, opts: opts, inc: inc, wo: &opt.WriteOptions{Sync: !opts.NoSync}}
 	s.c = newCommitter(s, opts)
 	opts.Logger.Info("slotstore: opened", "dir", dir, "incarnation", inc, "new", created, "fsync", !opts.NoSync)
 	if opts.NoSync {
@@ -78,45 +72,22 @@ func Open(dir string, opts Options) (Store, error) {
 	return s, nil
 }
 
-// openLevelDB is leveldb.OpenFile on the dataSyncStorage (unless
-// o.FullFsync). The returned closer (nil with FullFsync: the DB closes its
-// own storage) must be closed after the DB.
-func openLevelDB(dir string, o Options) (*leveldb.DB, io.Closer, error) {
-	if o.FullFsync {
-		db, err := leveldb.OpenFile(dir, dbOptions(o))
-		return db, nil, err
-	}
-	stor, err := storage.OpenFile(dir, false)
-	if err != nil {
-		return nil, nil, err
-	}
-	db, err := leveldb.Open(dataSyncStorage{stor}, dbOptions(o))
-	if err != nil {
-		_ = stor.Close()
-		return nil, nil, err
-	}
-	return db, stor, nil
-}
-
 // openDB opens the LevelDB, turning corruption (and any panic) into an error.
-func openDB(dir string, o Options) (db *leveldb.DB, stor io.Closer, err error) {
+func openDB(dir string, o Options) (db *leveldb.DB, err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			if stor != nil {
-				_ = stor.Close()
-			}
-			db, stor, err = nil, nil, fmt.Errorf("slotstore: %s: open: %w: leveldb panicked: %v", dir, ErrCorrupt, r)
+			db, err = nil, fmt.Errorf("slotstore: %s: open: %w: leveldb panicked: %v", dir, ErrCorrupt, r)
 		}
 	}()
-	db, stor, err = openLevelDB(dir, o)
+	db, err = leveldb.OpenFile(dir, dbOptions(o))
 	if lerrors.IsCorrupted(err) {
-		return nil, nil, fmt.Errorf("%w (salvage it with leveldb.RecoverFile, or wipe the directory: "+
+		return nil, fmt.Errorf("%w (salvage it with leveldb.RecoverFile, or wipe the directory: "+
 			"the node then starts a new incarnation that repair refills)", wrapDB(dir, "open", err))
 	}
 	if err != nil {
-		return nil, nil, wrapDB(dir, "open", err)
+		return nil, wrapDB(dir, "open", err)
 	}
-	return db, stor, nil
+	return db, nil
 }
 
 // wrapDB maps a LevelDB error to the package's sentinels, with context.
@@ -285,13 +256,7 @@ func (s *levelStore) Close() error {
 	if !s.gate.close() {
 		return nil
 	}
-	err := s.db.Close()
-	if s.stor != nil {
-		if serr := s.stor.Close(); err == nil {
-			err = serr
-		}
-	}
-	if err != nil {
+	if err := s.db.Close(); err != nil {
 		return fmt.Errorf("slotstore: close %s: %w", s.dir, err)
 	}
 	s.opts.Logger.Info("slotstore: closed", "dir", s.dir)

@@ -64,10 +64,6 @@ type Options struct {
 	// NoSync is --no-fsync mode: commits are not fsynced, so a power loss
 	// can lose acknowledged writes. Open logs a warning saying so.
 	NoSync bool
-	// FullFsync syncs the journal with fsync instead of fdatasync (Linux;
-	// elsewhere fsync is always used). fdatasync already makes the
-	// journal's records and size durable (datasync.go).
-	FullFsync bool
 	// Logger receives lifecycle events and failures; nil means slog.Default().
 	Logger *slog.Logger
 	// Now is the clock for the incarnation birth (unix ns); nil means time.Now.
