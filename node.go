@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/url"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"sync"
 	"syscall"
@@ -114,6 +115,19 @@ type NodeOptions struct {
 	// Heartbeat is how often the member record is refreshed (default 2s).
 	Heartbeat time.Duration
 
+	// Repair tunes the node's repair, scrub and retention loops (zero
+	// value: the defaults of actors.RepairConfig; flags --repair-rate,
+	// --repair-interval, --scrub-interval, --scrub-rate).
+	Repair actors.RepairConfig
+
+	// Replace is the id of a dead node whose ensemble positions this node
+	// takes over (--replace OLD_ID): at start, every topic's ensembles get
+	// this node in OLD_ID's place (metadata only, no data moves) and repair
+	// refills the positions. The data directory must be newer than those
+	// topics (normally empty: a new incarnation), and OLD_ID's heartbeat
+	// must have been silent for meta.ReplaceQuiet.
+	Replace string
+
 	// Metrics receives the node's Prometheus metrics (nil: none).
 	Metrics *prometheus.Registry
 
@@ -186,7 +200,33 @@ func (o *NodeOptions) check() error {
 			}
 		}
 	}
+	if o.Replace != "" {
+		if err := bus.ValidName("node id", o.Replace); err != nil {
+			return fmt.Errorf("node: --replace: %w", err)
+		}
+		if o.Replace == o.ID {
+			return fmt.Errorf("node: --replace %s: a node cannot replace itself", o.Replace)
+		}
+	}
+	if err := checkRepair(o.Repair); err != nil {
+		return fmt.Errorf("node: %w", err)
+	}
 	return o.checkSecurity() // node_security.go
+}
+
+// checkRepair refuses repair settings that cannot be meant.
+func checkRepair(r actors.RepairConfig) error {
+	switch {
+	case r.RateMBps < 0 || r.RateMBps > 10000:
+		return fmt.Errorf("--repair-rate %g MB/s: must be 0 (default 20) to 10000", r.RateMBps)
+	case r.ScrubRateMBps < 0 || r.ScrubRateMBps > 10000:
+		return fmt.Errorf("--scrub-rate %g MB/s: must be 0 (default 10) to 10000", r.ScrubRateMBps)
+	case r.Interval < 0 || (r.Interval > 0 && r.Interval < 100*time.Millisecond):
+		return fmt.Errorf("--repair-interval %s: must be at least 100ms (0: default 10s)", r.Interval)
+	case r.ScrubInterval > 0 && r.ScrubInterval < time.Second:
+		return fmt.Errorf("--scrub-interval %s: must be at least 1s (0: default 1h; negative: no scrub)", r.ScrubInterval)
+	}
+	return nil
 }
 
 // routeHostPort returns the host:port of a route URL.
@@ -315,9 +355,15 @@ func StartNodeContext(ctx context.Context, o NodeOptions) (n *Node, err error) {
 		return nil, err
 	}
 
+	if o.Replace != "" {
+		if err := n.replace(ctx); err != nil {
+			return nil, err
+		}
+	}
+
 	n.node, err = actors.StartNode(actors.NodeConfig{ID: o.ID, Cluster: o.Cluster, Store: n.store, Conn: n.nc,
 		Catalog: n.catalog, Logger: o.Logger, Now: o.Now, OnFatal: n.onFatal, Metrics: o.Metrics, NoSync: o.NoSync,
-		ReplyDelay: o.ReplyDelay})
+		ReplyDelay: o.ReplyDelay, Repair: o.Repair})
 	if err != nil {
 		return nil, fmt.Errorf("node %s: %w", o.ID, err)
 	}
@@ -467,9 +513,19 @@ func (n *Node) openMeta(ctx context.Context, replicas, servers int) error {
 			"(are enough servers of the route list up? --meta-replicas sets the replica count)",
 			o.ID, replicas, time.Since(start).Round(time.Millisecond), err)
 	}
-	n.catalog, err = n.meta.WatchCatalog(ctx)
+	// The catalog watch's first request can go unanswered while JetStream
+	// settles like the bucket open above: retry it with its own deadline.
+	for attempt := 1; ; attempt++ {
+		actx, acancel := context.WithTimeout(ctx, metaAttemptTimeout)
+		n.catalog, err = n.meta.WatchCatalog(actx)
+		acancel()
+		if err == nil || ctx.Err() != nil {
+			break
+		}
+		n.log.Info("watching the topic catalog failed; retrying", "attempt", attempt, "err", err)
+	}
 	if err != nil {
-		return fmt.Errorf("node %s: watch the topic catalog: %w", o.ID, err)
+		return fmt.Errorf("node %s: watch the topic catalog (after %s): %w", o.ID, time.Since(start).Round(time.Millisecond), err)
 	}
 	n.log.Info("metadata ready", "replicas", replicas, "took", time.Since(start).Round(time.Millisecond))
 	return nil
@@ -488,6 +544,51 @@ func (n *Node) waitJetStreamCurrent(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// replace takes over o.Replace's ensemble positions (NodeOptions.Replace)
+// and waits until the catalog shows the change, so the node's actors start
+// with the new ensembles.
+func (n *Node) replace(ctx context.Context) error {
+	o := n.opts
+	ctx, cancel := context.WithTimeout(ctx, o.MetaTimeout)
+	defer cancel()
+	changed, err := n.meta.ReplaceNode(ctx, o.Replace, o.ID, n.store.Incarnation().Birth, time.Unix(0, o.Now()))
+	if err != nil {
+		return fmt.Errorf("node %s: --replace %s: %w", o.ID, o.Replace, err)
+	}
+	if changed == 0 {
+		n.log.Info("--replace: no ensemble holds the old node (already replaced?)", "old", o.Replace)
+		return nil
+	}
+	n.log.Warn("--replace: took over the old node's ensemble positions; repair refills them", "old", o.Replace, "partitions", changed)
+	t := time.NewTicker(20 * time.Millisecond)
+	defer t.Stop()
+	for n.catalogHolds(o.Replace) {
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("node %s: --replace %s: the catalog did not show the change: %w", o.ID, o.Replace, ctx.Err())
+		case <-t.C:
+		}
+	}
+	return nil
+}
+
+// catalogHolds reports whether any topic of the watched catalog still has
+// id in an ensemble.
+func (n *Node) catalogHolds(id string) bool {
+	for _, name := range n.catalog.Names() {
+		t, err := n.catalog.Topic(name)
+		if err != nil {
+			continue
+		}
+		for _, e := range t.Ensembles {
+			if slices.Contains(e, id) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 func (n *Node) member() meta.Member {

@@ -84,7 +84,12 @@ type NodeStats struct {
 	Writes, Conflicts, Sealed, ClockAhead, BadRequests, Busy, Scans, StoreErrors atomic.Int64
 	// Maintenance (repair.go, scrub.go, retention.go).
 	ShardsRepaired, RepairFailures, StripesBelowN, RepairPasses, RepairPassNanos, Holes atomic.Int64
-	ReAppended, ScrubPasses, ScrubbedShards, ScrubCorrupt, RetentionDropped             atomic.Int64
+	// RepairPending: offset ranges the last repair pass could not finish
+	// (a shard it could not rebuild or write, a peer it could not hear)
+	// plus queued targets; with StripesBelowN 0 it means full redundancy
+	// up to the repair horizon.
+	RepairPending                                                           atomic.Int64
+	ReAppended, ScrubPasses, ScrubbedShards, ScrubCorrupt, RetentionDropped atomic.Int64
 	// Refusals of hostile or broken input (node_guard.go), all also counted
 	// in BadRequests: undecodable payloads, subject/payload/metadata
 	// mismatches, and repair writes from the wire.

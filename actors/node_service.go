@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go/micro"
@@ -50,6 +51,7 @@ type NodeCounters struct {
 	ShardsRepaired   int64 `json:"shards_repaired"`
 	RepairFailures   int64 `json:"repair_failures"`
 	StripesBelowN    int64 `json:"stripes_below_n"`
+	RepairPending    int64 `json:"repair_pending"`
 	RepairPasses     int64 `json:"repair_passes"`
 	RepairPassNanos  int64 `json:"repair_pass_ns"`
 	Holes            int64 `json:"holes"`
@@ -73,7 +75,8 @@ func (s *NodeStats) Snapshot() NodeCounters {
 		ClockAhead: s.ClockAhead.Load(), BadRequests: s.BadRequests.Load(), Busy: s.Busy.Load(),
 		Scans: s.Scans.Load(), StoreErrors: s.StoreErrors.Load(),
 		ShardsRepaired: s.ShardsRepaired.Load(), RepairFailures: s.RepairFailures.Load(), StripesBelowN: s.StripesBelowN.Load(),
-		RepairPasses: s.RepairPasses.Load(), RepairPassNanos: s.RepairPassNanos.Load(), Holes: s.Holes.Load(),
+		RepairPending: s.RepairPending.Load(),
+		RepairPasses:  s.RepairPasses.Load(), RepairPassNanos: s.RepairPassNanos.Load(), Holes: s.Holes.Load(),
 		ReAppended: s.ReAppended.Load(), ScrubPasses: s.ScrubPasses.Load(), ScrubbedShards: s.ScrubbedShards.Load(),
 		ScrubCorrupt: s.ScrubCorrupt.Load(), RetentionDropped: s.RetentionDropped.Load(),
 		Malformed: s.Malformed.Load(), Mismatches: s.Mismatches.Load(), ForgedRepairs: s.ForgedRepairs.Load()}
@@ -135,12 +138,35 @@ func (n *Node) startMetrics() error {
 		Pending:   func() float64 { return float64(n.pending.Load()) },
 		Owners:    func() float64 { return float64(n.owners.Load()) },
 		DiskBytes: func() float64 { return float64(n.cfg.Store.DiskBytes()) },
+		Funcs:     n.maintenanceMetrics(),
 	})
 	if err != nil {
 		return err
 	}
 	n.metrics = m
 	return nil
+}
+
+// maintenanceMetrics exports the repair, scrub and retention counters
+// (NodeStats) to Prometheus, read on each scrape.
+func (n *Node) maintenanceMetrics() []metrics.Func {
+	s := &n.stats
+	f := func(name, help string, counter bool, v *atomic.Int64) metrics.Func {
+		return metrics.Func{Name: name, Help: help, Counter: counter, F: func() float64 { return float64(v.Load()) }}
+	}
+	return []metrics.Func{
+		f("shards_repaired_total", "Shards this node rebuilt from k others and wrote (repair).", true, &s.ShardsRepaired),
+		f("repair_failures_total", "Repair fixes that failed (retried next pass).", true, &s.RepairFailures),
+		f("stripes_below_n", "Decodable stripes with fewer than n good shards seen by the last repair pass.", false, &s.StripesBelowN),
+		f("repair_pending", "Offset ranges the last repair pass could not finish, plus queued repair targets.", false, &s.RepairPending),
+		f("repair_passes_total", "Repair passes completed.", true, &s.RepairPasses),
+		f("repair_holes", "Offsets left unknown for good (a committed shard may have been lost).", false, &s.Holes),
+		f("reappended_total", "In-doubt stripes this node re-appended at a fresh offset.", true, &s.ReAppended),
+		f("scrub_passes_total", "Scrub passes completed.", true, &s.ScrubPasses),
+		f("scrubbed_shards_total", "Shards re-read and CRC-checked by scrub.", true, &s.ScrubbedShards),
+		f("scrub_corrupt_total", "Corrupt shards found by scrub.", true, &s.ScrubCorrupt),
+		f("retention_dropped_total", "Slots dropped by retention.", true, &s.RetentionDropped),
+	}
 }
 
 // startService adds the node's micro service and its status endpoint.

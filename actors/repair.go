@@ -131,6 +131,7 @@ type maintenance struct {
 
 	repairPID atomic.Pointer[actor.PID] // for kicks (in-doubt reports, scrub findings)
 	belowN    atomic.Int64              // stripes below n seen by the pass under way
+	undone    atomic.Int64              // ranges the pass under way could not finish
 }
 
 type partKey struct {

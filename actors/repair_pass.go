@@ -24,6 +24,7 @@ const marksEvery = 256
 func (m *maintenance) repairPass(ctx context.Context) {
 	start := time.Now()
 	m.belowN.Store(0)
+	m.undone.Store(0)
 	m.repairTargets(ctx)
 	for _, t := range m.topics() {
 		for p := range t.Partitions {
@@ -42,6 +43,10 @@ func (m *maintenance) repairPass(ctx context.Context) {
 	m.n.stats.RepairPasses.Add(1)
 	m.n.stats.RepairPassNanos.Store(int64(time.Since(start)))
 	m.n.stats.StripesBelowN.Store(m.belowN.Load())
+	m.mu.Lock()
+	targets := len(m.targets)
+	m.mu.Unlock()
+	m.n.stats.RepairPending.Store(m.undone.Load() + int64(targets))
 }
 
 // repairConfig is the core's view of one partition on this node.
@@ -69,6 +74,13 @@ func (m *maintenance) repairPartition(ctx context.Context, t *Topic, p uint32, p
 			return err
 		}
 	}
+	// A young incarnation whose past is not yet refilled up to its birth
+	// (the walk stops at the horizon) still has work to do.
+	pr.mu.Lock()
+	if rc.Birth > 0 && max(pr.repaired, sc.Floor, t.Created) < rc.Birth {
+		m.undone.Add(1)
+	}
+	pr.mu.Unlock()
 	return nil
 }
 
@@ -107,6 +119,9 @@ func (m *maintenance) walk(ctx context.Context, t *Topic, p uint32, rc core.Repa
 		// the gap also known for every offset (resolved).
 		good := fixed && ctx.Err() == nil && plan.Settled && (!sp.Gap || plan.Resolved)
 		next := to
+		if !good && ctx.Err() == nil {
+			m.undone.Add(1)
+		}
 		if good {
 			end := to
 			if plan.Complete && plan.Next > to { // nothing on any peer up to Next

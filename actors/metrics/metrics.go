@@ -42,6 +42,17 @@ type NodeGauges struct {
 	Pending   func() float64 // requests inside the node
 	Owners    func() float64 // slot-owner actors alive
 	DiskBytes func() float64 // bytes the store uses on disk (nil: not exported)
+	// Funcs are further values read on each scrape (the node's repair,
+	// scrub and retention counters).
+	Funcs []Func
+}
+
+// Func is one metric read from a function on each scrape: a counter
+// (monotonic) or a gauge.
+type Func struct {
+	Name, Help string
+	Counter    bool
+	F          func() float64
 }
 
 // Node is one storage node's metrics, each with the const label node=<id>.
@@ -83,6 +94,13 @@ func NewNode(reg prometheus.Registerer, node string, g NodeGauges) (*Node, error
 	gauge("pending_requests", "Requests received and not yet answered.", g.Pending)
 	gauge("owners", "Slot-owner actors alive (offset ranges being served).", g.Owners)
 	gauge("disk_bytes", "Bytes the node's slot store uses on disk.", g.DiskBytes)
+	for _, f := range g.Funcs {
+		if f.Counter {
+			cs = append(cs, prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: Namespace, Subsystem: "node", Name: f.Name, Help: f.Help}, f.F))
+		} else {
+			gauge(f.Name, f.Help, f.F)
+		}
+	}
 	for _, s := range WriteStatuses {
 		m.writes.WithLabelValues(s)
 	}

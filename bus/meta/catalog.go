@@ -3,6 +3,8 @@ package meta
 import (
 	"context"
 	"strings"
+	"sync"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -18,7 +20,19 @@ type Catalog struct {
 	cancel context.CancelFunc
 	done   chan struct{}
 	ready  chan struct{}
+	polled chan struct{}
+
+	mu   sync.Mutex
+	revs map[string]uint64 // KV revision of each topic's record in the cache
 }
+
+// CatalogRefresh is how often a Catalog also re-reads every topic record.
+// The KV watch is an ordered consumer on one server: when that server
+// dies, nats.go notices only after two missed 5s heartbeats and then
+// recreates it, and until then changes (a replaced node's ensembles, a new
+// topic) would not arrive. The poll bounds that staleness; revisions keep
+// an older read from overwriting a newer watched value.
+const CatalogRefresh = 3 * time.Second
 
 // WatchCatalog loads every topic and keeps watching for changes until
 // Close. It returns once the initial values are loaded (or ctx ends).
@@ -29,8 +43,10 @@ func (s *Store) WatchCatalog(ctx context.Context) (*Catalog, error) {
 		cancel()
 		return nil, err
 	}
-	c := &Catalog{StaticCatalog: actors.NewStaticCatalog(), w: w, cancel: cancel, done: make(chan struct{}), ready: make(chan struct{})}
+	c := &Catalog{StaticCatalog: actors.NewStaticCatalog(), w: w, cancel: cancel, done: make(chan struct{}), ready: make(chan struct{}),
+		polled: make(chan struct{}), revs: make(map[string]uint64)}
 	go c.run(s)
+	go c.poll(wctx, s)
 	select {
 	case <-c.ready:
 		return c, nil
@@ -54,14 +70,14 @@ func (c *Catalog) run(s *Store) {
 		name := strings.TrimPrefix(e.Key(), "topic.")
 		switch e.Operation() {
 		case jetstream.KeyValuePut:
-			r, err := DecodeTopic(e.Value())
-			if err != nil {
-				s.opts.Logger.Error("ignoring bad topic record", "key", e.Key(), "err", err)
-				continue
-			}
-			_ = c.Put(r.Topic())
+			c.apply(s, e)
 		default:
-			c.Delete(name)
+			c.mu.Lock()
+			if e.Revision() >= c.revs[name] {
+				c.revs[name] = e.Revision()
+				c.Delete(name)
+			}
+			c.mu.Unlock()
 		}
 	}
 	if !readyOnce {
@@ -69,9 +85,59 @@ func (c *Catalog) run(s *Store) {
 	}
 }
 
-// Close stops the watcher.
+// apply puts a watched or polled topic record into the cache unless the
+// cache already holds a newer revision.
+func (c *Catalog) apply(s *Store, e jetstream.KeyValueEntry) {
+	name := strings.TrimPrefix(e.Key(), "topic.")
+	r, err := DecodeTopic(e.Value())
+	if err != nil {
+		s.opts.Logger.Error("ignoring bad topic record", "key", e.Key(), "err", err)
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if e.Revision() < c.revs[name] {
+		return
+	}
+	if err := c.Put(r.Topic()); err != nil {
+		s.opts.Logger.Error("ignoring bad topic record", "key", e.Key(), "err", err)
+		return
+	}
+	c.revs[name] = e.Revision()
+}
+
+// poll re-reads every topic record every CatalogRefresh until ctx ends
+// (Close). A failed read (metadata unavailable) is tried again next time.
+func (c *Catalog) poll(ctx context.Context, s *Store) {
+	defer close(c.polled)
+	t := time.NewTicker(CatalogRefresh)
+	defer t.Stop()
+	failing := false
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		err := s.eachEntry(ctx, s.meta, "topic.*", func(e jetstream.KeyValueEntry) error {
+			c.apply(s, e)
+			return nil
+		})
+		switch {
+		case err != nil && ctx.Err() == nil && !failing:
+			failing = true
+			s.opts.Logger.Warn("metadata: re-reading the topic catalog failed; serving the cached catalog", "err", err)
+		case err == nil && failing:
+			failing = false
+			s.opts.Logger.Info("metadata: topic catalog readable again")
+		}
+	}
+}
+
+// Close stops the watcher and the poll.
 func (c *Catalog) Close() {
 	_ = c.w.Stop()
 	c.cancel()
 	<-c.done
+	<-c.polled
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -168,6 +169,11 @@ func (s *Store) RemoveMember(ctx context.Context, id string) error {
 
 // each calls fn with the value of every key matching filter.
 func (s *Store) each(ctx context.Context, kv jetstream.KeyValue, filter string, fn func([]byte) error) error {
+	return s.eachEntry(ctx, kv, filter, func(e jetstream.KeyValueEntry) error { return fn(e.Value()) })
+}
+
+// eachEntry calls fn with every entry whose key matches filter.
+func (s *Store) eachEntry(ctx context.Context, kv jetstream.KeyValue, filter string, fn func(jetstream.KeyValueEntry) error) error {
 	ctx, cancel := s.ctx(ctx)
 	defer cancel()
 	lister, err := kv.ListKeysFiltered(ctx, filter)
@@ -183,7 +189,7 @@ func (s *Store) each(ctx context.Context, kv jetstream.KeyValue, filter string, 
 		if err != nil {
 			return err
 		}
-		if err := fn(e.Value()); err != nil {
+		if err := fn(e); err != nil {
 			return fmt.Errorf("key %s: %w", key, err)
 		}
 	}
@@ -284,4 +290,110 @@ func (s *Store) DeleteTopic(ctx context.Context, name string) error {
 	ctx, cancel := s.ctx(ctx)
 	defer cancel()
 	return s.meta.Delete(ctx, "topic."+name)
+}
+
+// ErrReplace is returned when a node cannot take another's place.
+var ErrReplace = errors.New("cannot replace node")
+
+// ReplaceQuiet is how long a node's heartbeat must have been silent before
+// another node may replace it (five missed heartbeats at the default 2s).
+const ReplaceQuiet = 10 * time.Second
+
+// ReplaceNode puts node new in old's ensemble positions in every topic
+// (raidq node --replace, DESIGN §4): each topic record is rewritten with a
+// compare-and-set on its revision, so a concurrent change is re-read, and
+// old's member record is removed. No data moves: new starts as a fresh
+// incarnation and repair refills its positions. It returns the number of
+// partitions that changed. birth is new's incarnation birth: it must be
+// after the creation of every topic it joins, or new would answer "empty"
+// (not "unknown") for slots it never held. old must not be running: a
+// member record with a heartbeat younger than ReplaceQuiet is refused.
+func (s *Store) ReplaceNode(ctx context.Context, old, new string, birth uint64, now time.Time) (int, error) {
+	if err := bus.ValidName("node id", old); err != nil {
+		return 0, fmt.Errorf("%w: %w", ErrReplace, err)
+	}
+	if old == new {
+		return 0, fmt.Errorf("%w %q: a node cannot replace itself", ErrReplace, old)
+	}
+	members, err := s.Members(ctx)
+	if err != nil {
+		return 0, err
+	}
+	for _, m := range members {
+		if age := now.Sub(time.Unix(0, m.Heartbeat)); m.ID == old && age < ReplaceQuiet {
+			return 0, fmt.Errorf("%w %q: it is alive (heartbeat %s ago); stop it first, or wait until its heartbeat is %s old",
+				ErrReplace, old, age.Round(time.Millisecond), ReplaceQuiet)
+		}
+	}
+	topics, err := s.Topics(ctx)
+	if err != nil {
+		return 0, err
+	}
+	changed := 0
+	for _, t := range topics {
+		if birth <= t.Created && slices.ContainsFunc(t.Ensembles, func(e []string) bool { return slices.Contains(e, old) }) {
+			return changed, fmt.Errorf("%w %q: this node's data directory is older than topic %q; "+
+				"start the replacement on an empty --data so it begins a new incarnation", ErrReplace, old, t.Name)
+		}
+		c, err := s.replaceInTopic(ctx, t.Name, old, new)
+		if err != nil {
+			return changed, err
+		}
+		changed += c
+	}
+	if err := s.RemoveMember(ctx, old); err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
+		return changed, fmt.Errorf("remove the member record of %q: %w", old, err)
+	}
+	return changed, nil
+}
+
+// replaceInTopic swaps old for new in one topic's ensembles, retrying on a
+// concurrent update.
+func (s *Store) replaceInTopic(ctx context.Context, name, old, new string) (int, error) {
+	for attempt := 0; attempt < 10; attempt++ {
+		cctx, cancel := s.ctx(ctx)
+		e, err := s.meta.Get(cctx, "topic."+name)
+		cancel()
+		if errors.Is(err, jetstream.ErrKeyNotFound) {
+			return 0, nil // deleted meanwhile
+		}
+		if err != nil {
+			return 0, err
+		}
+		r, err := DecodeTopic(e.Value())
+		if err != nil {
+			return 0, err
+		}
+		changed := 0
+		for p, ens := range r.Ensembles {
+			for i, id := range ens {
+				if id != old {
+					continue
+				}
+				if slices.Contains(ens, new) {
+					return 0, fmt.Errorf("%w %q: topic %q partition %d already has %q in its ensemble", ErrReplace, old, name, p, new)
+				}
+				r.Ensembles[p][i] = new
+				changed++
+			}
+		}
+		if changed == 0 {
+			return 0, nil
+		}
+		if err := r.Validate(); err != nil {
+			return 0, err
+		}
+		b, _ := json.Marshal(r)
+		cctx, cancel = s.ctx(ctx)
+		_, err = s.meta.Update(cctx, "topic."+name, b, e.Revision())
+		cancel()
+		if err == nil {
+			s.opts.Logger.Info("metadata: node replaced in topic", "topic", name, "old", old, "new", new, "partitions", changed)
+			return changed, nil
+		}
+		if !errors.Is(err, jetstream.ErrKeyExists) && !errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
+			return 0, err
+		}
+	}
+	return 0, fmt.Errorf("%w %q in topic %q: the record kept changing", ErrReplace, old, name)
 }

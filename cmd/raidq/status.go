@@ -112,10 +112,10 @@ type statusReport struct {
 
 func printStatus(w io.Writer, nodes []actors.NodeStatus) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "NODE\tHEALTH\tRTT\tSKEW\tDISK\tOWNERS\tPENDING\tWRITES\tCONFLICTS\tSEALED\tNOTES")
+	fmt.Fprintln(tw, "NODE\tHEALTH\tRTT\tSKEW\tDISK\tOWNERS\tPENDING\tWRITES\tCONFLICTS\tSEALED\tREPAIRED\tBELOW_N\tNOTES")
 	for _, n := range nodes {
 		if n.Health == actors.HealthNoAnswer {
-			fmt.Fprintf(tw, "%s\t%s\t-\t-\t-\t-\t-\t-\t-\t-\t%s\n", n.Node, n.Health, n.Error)
+			fmt.Fprintf(tw, "%s\t%s\t-\t-\t-\t-\t-\t-\t-\t-\t-\t-\t%s\n", n.Node, n.Health, n.Error)
 			continue
 		}
 		var notes []string
@@ -134,11 +134,18 @@ func printStatus(w io.Writer, nodes []actors.NodeStatus) {
 		if n.Counters.StoreErrors > 0 {
 			notes = append(notes, fmt.Sprintf("%d store errors", n.Counters.StoreErrors))
 		}
+		if n.Counters.RepairPending > 0 {
+			notes = append(notes, fmt.Sprintf("repair: %d ranges pending", n.Counters.RepairPending))
+		}
+		if n.Counters.Holes > 0 {
+			notes = append(notes, fmt.Sprintf("%d offsets unknown for good (see logs)", n.Counters.Holes))
+		}
 		if note := refusalNote(n.Counters); note != "" { // security_flags.go
 			notes = append(notes, note)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%s\n", n.Node, n.Health, fmtDuration(n.RTT), fmtSkew(n.Skew),
-			fmtBytes(n.DiskBytes), n.Owners, n.Pending, n.Counters.Writes, n.Counters.Conflicts, n.Counters.Sealed, strings.Join(notes, "; "))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\n", n.Node, n.Health, fmtDuration(n.RTT), fmtSkew(n.Skew),
+			fmtBytes(n.DiskBytes), n.Owners, n.Pending, n.Counters.Writes, n.Counters.Conflicts, n.Counters.Sealed,
+			n.Counters.ShardsRepaired, n.Counters.StripesBelowN, strings.Join(notes, "; "))
 	}
 	_ = tw.Flush()
 }

@@ -1,0 +1,187 @@
+package raidq_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/raidq/raidq"
+	"github.com/raidq/raidq/actors"
+	"github.com/raidq/raidq/bus/meta"
+	"github.com/raidq/raidq/scenarios/cluster"
+	"github.com/raidq/raidq/scenarios/testlog"
+)
+
+// TestStartNodeReplace: a dead node's ensemble positions are taken over by
+// a new node started with Replace (raidq node --replace OLD_ID) on an empty
+// data directory. Only the metadata changes; repair refills the positions,
+// so that with the replacement and one original node left (n=3, k=2) every
+// message sent before the replacement is still read back. A replace of a
+// live node is refused.
+func TestStartNodeReplace(t *testing.T) {
+	if testing.Short() {
+		t.Skip("clustered JetStream takes a few seconds to elect")
+	}
+	log := testlog.New(t, slog.LevelWarn)
+	const servers = 3
+	ports, err := cluster.FreePorts(servers)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var routes []string
+	for _, p := range ports {
+		routes = append(routes, fmt.Sprintf("nats-route://127.0.0.1:%d", p))
+	}
+	base := t.TempDir()
+	repair := actors.RepairConfig{Interval: 100 * time.Millisecond, Margin: 200 * time.Millisecond, ScrubInterval: -1}
+	nodes := make([]*raidq.Node, servers+1)
+	errs := make([]error, servers)
+	var wg sync.WaitGroup
+	for i := range servers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			nodes[i], errs[i] = raidq.StartNode(raidq.NodeOptions{ID: fmt.Sprintf("s%d", i), DataDir: filepath.Join(base, fmt.Sprint(i)),
+				Cluster: "rep", Listen: "127.0.0.1:-1", ClusterListen: fmt.Sprintf("127.0.0.1:%d", ports[i]), Routes: routes,
+				Insecure: true, NoSync: true, MetaTimeout: 45 * time.Second, Logger: log, Repair: repair})
+		}()
+	}
+	wg.Wait()
+	t.Cleanup(func() { // the replacement first: it is a client of s0's server
+		for _, n := range slices.Backward(nodes) {
+			if n != nil {
+				_ = n.Stop(context.Background())
+			}
+		}
+	})
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("node s%d: %v", i, err)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	waitFor(t, 10*time.Second, "every member record", func() bool {
+		ms, err := nodes[0].Meta().Members(ctx)
+		return err == nil && len(ms) == servers
+	})
+	p := raidq.DefaultParams()
+	p.N, p.K, p.W = 3, 2, 2
+	if _, err := nodes[0].Meta().CreateTopic(ctx, meta.TopicSpec{Name: "orders", Partitions: 1, Params: p}, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range nodes[:servers] {
+		waitFor(t, 10*time.Second, "node "+n.ID()+" to learn the topic", func() bool {
+			_, err := n.Catalog().Topic("orders")
+			return err == nil
+		})
+	}
+
+	// A client on s0, the server that stays up.
+	nc, err := nats.Connect(nodes[0].ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	c, err := raidq.ConnectConn(nc, raidq.WithCluster("rep"), raidq.WithCatalog(nodes[0].Catalog()), raidq.WithLogger(log))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	from := time.Now()
+	prod, err := c.Producer("orders")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const total = 200
+	for i := range total {
+		if _, err := prod.Send(ctx, raidq.Message{Value: fmt.Appendf(nil, "m-%d", i)}); err != nil {
+			t.Fatalf("send %d: %v", i, err)
+		}
+	}
+
+	sent := time.Now()
+	newNode := func(replace string) (*raidq.Node, error) {
+		return raidq.StartNode(raidq.NodeOptions{ID: "s9", DataDir: filepath.Join(base, "9-"+replace), Cluster: "rep",
+			NATSURL: nodes[0].ClientURL(), Insecure: true, NoSync: true, MetaTimeout: 20 * time.Second, Logger: log,
+			Repair: repair, Replace: replace})
+	}
+	// s1 is alive: refused, nothing changed.
+	if n, err := newNode("s1"); err == nil {
+		_ = n.Stop(ctx)
+		t.Fatal("replacing a live node was allowed")
+	} else if !errors.Is(err, meta.ErrReplace) || !strings.Contains(err.Error(), "alive") {
+		t.Fatalf("replacing a live node: %v, want ErrReplace naming it alive", err)
+	}
+
+	// s2 dies; its member record is gone as after ReplaceQuiet.
+	if err := nodes[2].Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	nodes[2] = nil
+	if err := nodes[0].Meta().RemoveMember(ctx, "s2"); err != nil {
+		t.Fatal(err)
+	}
+	nodes[servers], err = newNode("s2")
+	if err != nil {
+		t.Fatalf("replace s2: %v", err)
+	}
+	rec, err := nodes[0].Meta().Topic(ctx, "orders")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if slices.Contains(rec.Ensembles[0], "s2") || !slices.Contains(rec.Ensembles[0], "s9") {
+		t.Fatalf("ensemble after replace: %v", rec.Ensembles[0])
+	}
+	waitFor(t, 20*time.Second, "s0's catalog to show s9", func() bool {
+		tp, err := nodes[0].Catalog().Topic("orders")
+		return err == nil && slices.Contains(tp.Ensembles[0], "s9")
+	})
+	// Repair looks only at offsets older than the read delay plus its
+	// margin: count passes from when the last send is that old.
+	st := nodes[servers].Stats()
+	horizon := sent.Add(p.ReadDelay + repair.Margin)
+	passes := int64(-1)
+	waitFor(t, 30*time.Second, "repair to refill the replacement", func() bool {
+		if passes < 0 {
+			if time.Now().After(horizon) {
+				passes = st.RepairPasses.Load()
+			}
+			return false
+		}
+		return st.RepairPasses.Load() > passes+1 && st.StripesBelowN.Load() == 0 && st.RepairPending.Load() == 0
+	})
+	t.Logf("replacement repaired %d shards in %d passes", st.ShardsRepaired.Load(), st.RepairPasses.Load())
+	if st.ShardsRepaired.Load() < total/2 {
+		t.Fatalf("repaired %d shards for %d messages", st.ShardsRepaired.Load(), total)
+	}
+
+	// s1 stops too: s0 and the replacement must decode everything.
+	if err := nodes[1].Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	nodes[1] = nil
+	cons, err := c.Consumer("orders", raidq.ConsumerOptions{From: from})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cons.Close()
+	got := make(map[string]bool)
+	for len(got) < total {
+		select {
+		case m := <-cons.Messages():
+			got[string(m.Value)] = true
+		case <-ctx.Done():
+			t.Fatalf("consumed %d of %d after the replacement", len(got), total)
+		}
+	}
+}
