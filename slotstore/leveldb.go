@@ -34,6 +34,7 @@ type levelStore struct {
 // dbOptions are the LevelDB options: strict checksums everywhere, but not
 // opt.StrictJournal, which would refuse to open a DB whose journal has the
 // torn tail an ordinary power loss leaves (that tail was never acknowledged).
+// Damage before the tail is refused by checkJournals instead.
 // The write buffer holds two full groups, so that a group goes through the
 // journal rather than goleveldb's large-batch path (one table per write).
 func dbOptions(o Options) *opt.Options {
@@ -53,6 +54,9 @@ func Open(dir string, opts Options) (Store, error) {
 	opts = opts.withDefaults()
 	if err := os.MkdirAll(dir, 0o750); err != nil {
 		return nil, fmt.Errorf("slotstore: %s: open: %w", dir, err)
+	}
+	if err := checkJournals(dir); err != nil {
+		return nil, err
 	}
 	db, err := openDB(dir, opts)
 	if err != nil {

@@ -313,3 +313,38 @@ func TestTornJournalTail(t *testing.T) {
 	_, err = s.Get(b)
 	wantErr(t, err, ErrNotFound)
 }
+
+// TestJournalDamagedMidway: damage in the middle of the journal (acked
+// records follow it) is refused with ErrCorrupt rather than silently
+// dropped, so the node never answers "empty" for a slot it acknowledged.
+func TestJournalDamagedMidway(t *testing.T) {
+	dir := t.TempDir()
+	s, err := Open(dir, quiet())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 40 {
+		put(t, s, Key{"a", 1, uint64(i + 1)}, testShard(t, uint64(i+1), 1, 4096))
+	}
+	s.Close()
+	logs, _ := filepath.Glob(filepath.Join(dir, "*.log"))
+	if len(logs) == 0 {
+		t.Fatal("no journal")
+	}
+	newest := logs[len(logs)-1]
+	b, err := os.ReadFile(newest)
+	if err != nil || len(b) < 100_000 {
+		t.Fatalf("journal %s: %v, %d bytes", newest, err, len(b))
+	}
+	for i := range 4 {
+		b[len(b)/3+i*7] ^= 0x5a
+	}
+	if err := os.WriteFile(newest, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err = Open(dir, quiet())
+	wantErr(t, err, ErrCorrupt)
+	if !strings.Contains(err.Error(), "journal damaged before its end") {
+		t.Fatalf("error does not say where the damage is: %v", err)
+	}
+}

@@ -137,6 +137,8 @@ on 127.0.0.1 (--insecure) and are stopped at the end.`,
 	f.StringVar(&cfg.Dir, "dir", "", "data directory of the nodes (default: a temporary one, removed afterwards)")
 	f.BoolVar(&cfg.Keep, "keep", false, "keep the temporary data directory")
 	f.DurationVar(&cfg.Drain, "drain", 60*time.Second, "bound on reading everything back after the load")
+	f.DurationVar(&cfg.RepairInterval, "repair-interval", 2*time.Second, "the nodes' --repair-interval (nodes default to 10s)")
+	f.DurationVar(&cfg.RepairWait, "repair-wait", 90*time.Second, "bound on the wait for full redundancy after the read-back")
 	f.BoolVar(&cfg.NoSync, "no-fsync", false, "run the nodes with --no-fsync")
 	f.StringVar(&cfg.NodeLogLevel, "node-log-level", "warn", "the nodes' --log-level (their logs stay in memory; tails are shown on failures)")
 	f.BoolVar(&docker, "docker", false, "run the nodes as containers built FROM scratch (needs a Docker engine; docs/drills.md)")
@@ -200,6 +202,22 @@ func liveRow(l *drill.LiveReport) string {
 	return fmt.Sprintf("%d / %d / %d (duplicates %d, reordered %d)", l.Delivered, l.Missing, l.InDoubt, l.Duplicates, l.Reordered)
 }
 
+func repairRow(r *drill.RepairReport) string {
+	if r == nil {
+		return "-"
+	}
+	s := fmt.Sprintf("%d / %d / %d", r.ShardsRepaired, r.StripesBelowN, r.Pending)
+	if r.Done {
+		s += fmt.Sprintf(", full redundancy %.1fs after the last heal (t=%.1fs)", r.AfterHealS, r.DoneS)
+	} else {
+		s += ", NOT done: " + r.Detail
+	}
+	if r.Holes > 0 {
+		s += fmt.Sprintf(", %d holes", r.Holes)
+	}
+	return s
+}
+
 func printDrill(w io.Writer, r *drill.Report) {
 	fmt.Fprintf(w, "drill %s, seed %d, %s backend, nodes %s", r.Scenario, r.Seed, r.Backend, strings.Join(r.Nodes, " "))
 	if len(r.Faulted) > 0 {
@@ -228,6 +246,7 @@ func printDrill(w io.Writer, r *drill.Report) {
 		{"drain", fmt.Sprintf("%.1fs", r.DrainS)},
 		{"machine load average (start, end)", fmt.Sprint(r.LoadAvg)},
 		{"acked stripes by shards on disk at the end", shardsRow(r.ShardsAtEnd)},
+		{"repair: shards rebuilt / below n / pending", repairRow(r.Repair)},
 	}
 	for _, row := range rows {
 		fmt.Fprintf(tw, "  %s\t%s\n", row[0], row[1])

@@ -85,7 +85,7 @@ func newProcBackend(r *run, dir string) (*procBackend, error) {
 		bin = b
 	}
 	b := &procBackend{r: r, dir: dir}
-	var args []string
+	args := []string{"--repair-interval", r.cfg.RepairInterval.String()}
 	if r.cfg.NoSync {
 		args = append(args, "--no-fsync")
 	}

@@ -195,26 +195,32 @@ func phases(prods [][]sendRec, events []Event, load time.Duration) []PhaseStats 
 		if ph.ToS-ph.FromS < 0.5 {
 			continue
 		}
-		lat := hdrhistogram.New(1, int64(10*time.Minute/time.Microsecond), 3)
-		var acks []int64
-		from, to := int64(ph.FromS*1e9), int64(ph.ToS*1e9)
-		for _, recs := range prods {
-			for i := range recs {
-				if recs[i].status == statusAcked && recs[i].sent >= from && recs[i].sent < to {
-					_ = lat.RecordValue(max(1, (recs[i].done-recs[i].sent)/1000))
-					acks = append(acks, recs[i].done)
-				}
-			}
-		}
-		sort.Slice(acks, func(i, j int) bool { return acks[i] < acks[j] })
-		var gap int64
-		for i := 1; i < len(acks); i++ {
-			gap = max(gap, acks[i]-acks[i-1])
-		}
-		ph.Acked = len(acks)
-		ph.AckP50Ms, ph.AckP99Ms = float64(lat.ValueAtQuantile(50))/1000, float64(lat.ValueAtQuantile(99))/1000
-		ph.LongestAckGapMs = float64(gap/1000) / 1000
-		out = append(out, ph)
+		out = append(out, phaseStats(prods, ph))
 	}
 	return out
+}
+
+// phaseStats fills in the acks, latency and longest gap of the sends made
+// in [ph.FromS, ph.ToS).
+func phaseStats(prods [][]sendRec, ph PhaseStats) PhaseStats {
+	lat := hdrhistogram.New(1, int64(10*time.Minute/time.Microsecond), 3)
+	var acks []int64
+	from, to := int64(ph.FromS*1e9), int64(ph.ToS*1e9)
+	for _, recs := range prods {
+		for i := range recs {
+			if recs[i].status == statusAcked && recs[i].sent >= from && recs[i].sent < to {
+				_ = lat.RecordValue(max(1, (recs[i].done-recs[i].sent)/1000))
+				acks = append(acks, recs[i].done)
+			}
+		}
+	}
+	sort.Slice(acks, func(i, j int) bool { return acks[i] < acks[j] })
+	var gap int64
+	for i := 1; i < len(acks); i++ {
+		gap = max(gap, acks[i]-acks[i-1])
+	}
+	ph.Acked = len(acks)
+	ph.AckP50Ms, ph.AckP99Ms = float64(lat.ValueAtQuantile(50))/1000, float64(lat.ValueAtQuantile(99))/1000
+	ph.LongestAckGapMs = float64(gap/1000) / 1000
+	return ph
 }

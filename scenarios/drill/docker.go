@@ -149,7 +149,7 @@ func newDockerBackend(r *run, dir string) (backend, error) {
 	}
 	b.compose = append(b.compose, "-p", b.project, "-f", cf)
 	b.env = append(os.Environ(), "RAIDQ_IMAGE="+dc.Image, "RAIDQ_CLUSTER=drill", "RAIDQ_DATA="+dir,
-		"RAIDQ_LOG_LEVEL="+r.cfg.NodeLogLevel)
+		"RAIDQ_LOG_LEVEL="+r.cfg.NodeLogLevel, "RAIDQ_REPAIR_INTERVAL="+r.cfg.RepairInterval.String())
 	for i := range n {
 		b.env = append(b.env, fmt.Sprintf("RAIDQ_PORT_N%d=%d", i, ports[i]))
 		if d := r.plan.slow[i]; d > 0 {

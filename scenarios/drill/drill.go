@@ -97,6 +97,12 @@ type Config struct {
 	Progress func(Progress)
 	// Docker runs the nodes as containers instead of processes (docker.go).
 	Docker *DockerConfig
+	// RepairInterval is the nodes' --repair-interval (default 2s, so the
+	// drill sees repair finish soon after the load; nodes default to 10s).
+	RepairInterval time.Duration
+	// RepairWait bounds the wait for full redundancy after the read-back
+	// (default 90s).
+	RepairWait time.Duration
 }
 
 // Progress is what a drill is doing now.
@@ -170,6 +176,8 @@ type Report struct {
 	// them the nodes hold at their acked offset after the drill ("6": full
 	// redundancy; "4" = k: one more loss and the stripe is gone).
 	ShardsAtEnd map[string]int `json:"shards_at_end,omitempty"`
+	// Repair is what the nodes' repair loops reported (repair.go).
+	Repair *RepairReport `json:"repair,omitempty"`
 	// Phases: ack latency before the first fault, while faults were in
 	// place, and after the last heal (sends by the time they were made).
 	Phases []PhaseStats `json:"phases,omitempty"`
@@ -197,6 +205,12 @@ func (c *Config) defaults() error {
 	}
 	if c.Partitions <= 0 {
 		c.Partitions = 4
+	}
+	if c.RepairInterval <= 0 {
+		c.RepairInterval = 2 * time.Second
+	}
+	if c.RepairWait <= 0 {
+		c.RepairWait = 90 * time.Second
 	}
 	if c.Window <= 0 {
 		c.Window = 512
@@ -329,6 +343,11 @@ func Run(ctx context.Context, cfg Config) (rep *Report, err error) {
 	if err := r.createTopic(ctx); err != nil {
 		return nil, err
 	}
+	watch, err := r.startRepairWatch()
+	if err != nil {
+		return nil, err
+	}
+	defer watch.close()
 	if l, ok := loadAvg(); ok {
 		rep.LoadAvg = append(rep.LoadAvg, l)
 	}
@@ -352,6 +371,11 @@ func Run(ctx context.Context, cfg Config) (rep *Report, err error) {
 	// re-appends (DESIGN §5: delivered late rather than lost).
 	ldels, lids, lcorrupt := r.live.stop(r.hist.ackedSet(), time.Now().Add(30*time.Second))
 	r.live = nil
+	r.progress(Progress{Phase: "repairing"})
+	rr := watch.wait(ctx, r.hist.lastSend().Add(raidq.DefaultParams().ReadDelay+2*time.Second+r.cfg.RepairInterval),
+		time.Now().Add(r.cfg.RepairWait), r.lastFaultOrHeal())
+	watch.close()
+	rep.Repair = &rr
 	r.progress(Progress{Phase: "checking"})
 	if r.stopWatch != nil {
 		r.stopWatch()
@@ -370,6 +394,7 @@ func Run(ctx context.Context, cfg Config) (rep *Report, err error) {
 	}
 	sc.check(r, rep)
 	r.finish(rep)
+	r.repairVerdict(rep)
 	if cfg.Out != "" {
 		files, werr := r.writeOut(rep, dels)
 		rep.Files = files
