@@ -86,9 +86,11 @@ type NodeStats struct {
 	ShardsRepaired, RepairFailures, StripesBelowN, RepairPasses, RepairPassNanos, Holes atomic.Int64
 	// RepairPending: offset ranges the last repair pass could not finish
 	// (a shard it could not rebuild or write, a peer it could not hear)
-	// plus queued targets; with StripesBelowN 0 it means full redundancy
-	// up to the repair horizon.
-	RepairPending                                                           atomic.Int64
+	// plus corrupt shards queued by scrub; with StripesBelowN 0 it means
+	// full redundancy up to the repair horizon. InDoubtQueued: readers'
+	// in-doubt reports waiting for their stripe to prove decodable
+	// (re-append) or never committed.
+	RepairPending, InDoubtQueued                                            atomic.Int64
 	ReAppended, ScrubPasses, ScrubbedShards, ScrubCorrupt, RetentionDropped atomic.Int64
 	// Refusals of hostile or broken input (node_guard.go), all also counted
 	// in BadRequests: undecodable payloads, subject/payload/metadata

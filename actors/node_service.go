@@ -52,6 +52,7 @@ type NodeCounters struct {
 	RepairFailures   int64 `json:"repair_failures"`
 	StripesBelowN    int64 `json:"stripes_below_n"`
 	RepairPending    int64 `json:"repair_pending"`
+	InDoubtQueued    int64 `json:"in_doubt_queued"`
 	RepairPasses     int64 `json:"repair_passes"`
 	RepairPassNanos  int64 `json:"repair_pass_ns"`
 	Holes            int64 `json:"holes"`
@@ -75,8 +76,8 @@ func (s *NodeStats) Snapshot() NodeCounters {
 		ClockAhead: s.ClockAhead.Load(), BadRequests: s.BadRequests.Load(), Busy: s.Busy.Load(),
 		Scans: s.Scans.Load(), StoreErrors: s.StoreErrors.Load(),
 		ShardsRepaired: s.ShardsRepaired.Load(), RepairFailures: s.RepairFailures.Load(), StripesBelowN: s.StripesBelowN.Load(),
-		RepairPending: s.RepairPending.Load(),
-		RepairPasses:  s.RepairPasses.Load(), RepairPassNanos: s.RepairPassNanos.Load(), Holes: s.Holes.Load(),
+		RepairPending: s.RepairPending.Load(), InDoubtQueued: s.InDoubtQueued.Load(),
+		RepairPasses: s.RepairPasses.Load(), RepairPassNanos: s.RepairPassNanos.Load(), Holes: s.Holes.Load(),
 		ReAppended: s.ReAppended.Load(), ScrubPasses: s.ScrubPasses.Load(), ScrubbedShards: s.ScrubbedShards.Load(),
 		ScrubCorrupt: s.ScrubCorrupt.Load(), RetentionDropped: s.RetentionDropped.Load(),
 		Malformed: s.Malformed.Load(), Mismatches: s.Mismatches.Load(), ForgedRepairs: s.ForgedRepairs.Load()}
@@ -158,7 +159,8 @@ func (n *Node) maintenanceMetrics() []metrics.Func {
 		f("shards_repaired_total", "Shards this node rebuilt from k others and wrote (repair).", true, &s.ShardsRepaired),
 		f("repair_failures_total", "Repair fixes that failed (retried next pass).", true, &s.RepairFailures),
 		f("stripes_below_n", "Decodable stripes with fewer than n good shards seen by the last repair pass.", false, &s.StripesBelowN),
-		f("repair_pending", "Offset ranges the last repair pass could not finish, plus queued repair targets.", false, &s.RepairPending),
+		f("repair_pending", "Offset ranges the last repair pass could not finish, plus corrupt shards queued by scrub.", false, &s.RepairPending),
+		f("in_doubt_queued", "Readers' in-doubt reports waiting to be re-appended or found never committed.", false, &s.InDoubtQueued),
 		f("repair_passes_total", "Repair passes completed.", true, &s.RepairPasses),
 		f("repair_holes", "Offsets left unknown for good (a committed shard may have been lost).", false, &s.Holes),
 		f("reappended_total", "In-doubt stripes this node re-appended at a fresh offset.", true, &s.ReAppended),

@@ -70,6 +70,14 @@ func (m *maintenance) onInDoubt(msg *nats.Msg) {
 func (m *maintenance) resolveInDoubt(ctx context.Context, t *Topic, k targetKey, tg target, rc core.RepairConfig, local []core.LocalSlot, peers []core.PeerScan) bool {
 	ref, members, heard := core.StripeAt(rc, k.offset, tg.id, local, peers)
 	if len(members) < t.Params.K {
+		if allHeard(t.Params.N, rc.Pos, peers) {
+			// Every node answered for the offset in full and fewer than k
+			// hold the stripe there: it was never committed (its producer
+			// retried elsewhere) and can never become decodable.
+			m.log.Info("repair: in-doubt stripe was never committed at its offset (every node answered)", "topic", t.Name,
+				"partition", k.partition, "offset", k.offset, "stripe", tg.id.String(), "shards", len(members))
+			return true
+		}
 		if time.Since(tg.first) > m.cfg.InDoubtKeep {
 			m.log.Warn("repair: in-doubt stripe never became decodable; giving up", "topic", t.Name, "partition", k.partition,
 				"offset", k.offset, "stripe", tg.id.String(), "shards", len(members))
@@ -244,4 +252,16 @@ func (m *maintenance) recentlyReappended(id stripe.ID) bool {
 	defer m.mu.Unlock()
 	at, ok := m.reappended[id]
 	return ok && time.Since(at) <= m.cfg.InDoubtKeep
+}
+
+// allHeard says whether every other position answered a scan in full
+// (no page unanswered, no "unknown" from a young incarnation).
+func allHeard(n, self int, peers []core.PeerScan) bool {
+	heard := 0
+	for _, ps := range peers {
+		if ps.Node != self && ps.Heard && ps.Complete {
+			heard++
+		}
+	}
+	return heard == n-1
 }

@@ -44,9 +44,17 @@ func (m *maintenance) repairPass(ctx context.Context) {
 	m.n.stats.RepairPassNanos.Store(int64(time.Since(start)))
 	m.n.stats.StripesBelowN.Store(m.belowN.Load())
 	m.mu.Lock()
-	targets := len(m.targets)
+	corrupt, inDoubt := 0, 0
+	for _, tg := range m.targets {
+		if tg.corrupt {
+			corrupt++
+		} else {
+			inDoubt++
+		}
+	}
 	m.mu.Unlock()
-	m.n.stats.RepairPending.Store(m.undone.Load() + int64(targets))
+	m.n.stats.RepairPending.Store(m.undone.Load() + int64(corrupt))
+	m.n.stats.InDoubtQueued.Store(int64(inDoubt))
 }
 
 // repairConfig is the core's view of one partition on this node.
