@@ -247,16 +247,20 @@ func TestNodeOwnerRetireReloads(t *testing.T) {
 	seal := base + 450*ms
 	sc := e.scan(bus.ScanReq{From: base, To: seal, Seal: true})
 	expectStatus(t, "sealing scan", sc.Status, bus.StatusOK, sc.Detail)
-	if n := counter.loads.Load(); n != 1 {
-		t.Fatalf("%d owner loads, want 1", n)
+	if n := counter.loads.Load(); n < 1 {
+		t.Fatalf("%d owner loads, want at least 1", n)
 	}
 
-	for round := int64(2); round <= 3; round++ {
+	// A loaded machine may retire the owner more often than the test
+	// does (20ms idle): each round checks only that a retired owner came
+	// back (one more load) and still holds the slot and the seal.
+	for range 2 {
 		waitFor(t, "the idle owner to retire", func() bool { return liveOwners(e.node) == 0 })
+		before := counter.loads.Load()
 		r = e.write(0, off, shardFor(t, 0, 2, off))
 		expectStatus(t, "other stripe after the owner retired", r.Status, bus.StatusConflict, r.Detail)
-		if n := counter.loads.Load(); n != round {
-			t.Fatalf("%d owner loads, want %d: the owner did not retire and come back", n, round)
+		if n := counter.loads.Load(); n <= before {
+			t.Fatalf("%d owner loads, want more than %d: the owner did not retire and come back", n, before)
 		}
 		r = e.write(0, off, first)
 		expectStatus(t, "same shard after the owner retired", r.Status, bus.StatusOK, r.Detail)
