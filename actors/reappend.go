@@ -87,13 +87,14 @@ func (m *maintenance) resolveInDoubt(ctx context.Context, t *Topic, k targetKey,
 	}
 	if heard[0] != rc.Pos {
 		// The lowest live position re-appends it: hand it over (it may
-		// not have the report) and forget it here.
+		// not have the report), on handoffPasses passes in case it was
+		// not listening yet, then forget it here.
 		to := t.Ensembles[k.partition][heard[0]]
 		r := bus.InDoubtReport{Topic: t.Name, Partition: k.partition, Offset: k.offset, Producer: tg.id.Producer, Seq: tg.id.Seq, To: to}
 		if err := m.n.cfg.Conn.Publish(m.n.subjects.InDoubt(t.Name, k.partition), r.Marshal()); err != nil {
 			return false
 		}
-		return true
+		return m.handedOff(k) >= handoffPasses
 	}
 	if m.recentlyReappended(tg.id) {
 		return true // another report of the same stripe

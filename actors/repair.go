@@ -162,10 +162,30 @@ type targetKey struct {
 }
 
 type target struct {
-	corrupt bool
-	inDoubt bool
-	id      stripe.ID
-	first   time.Time
+	corrupt  bool
+	inDoubt  bool
+	id       stripe.ID
+	first    time.Time
+	handoffs int // in-doubt reports handed to the lowest live node so far
+}
+
+// handoffPasses is how many passes a node that is not the lowest live one
+// hands an in-doubt report over before forgetting it: the lowest node may
+// be restarting (not yet subscribed) when the first hand-over is sent, and
+// nothing else would bring the report back. The lowest node re-appends a
+// stripe once (recentlyReappended).
+const handoffPasses = 3
+
+// handedOff counts one more hand-over of k's report and returns the count.
+func (m *maintenance) handedOff(k targetKey) int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	tg := m.targets[k]
+	if tg == nil {
+		return handoffPasses
+	}
+	tg.handoffs++
+	return tg.handoffs
 }
 
 func newMaintenance(n *Node) *maintenance {

@@ -33,7 +33,7 @@ func (m *maintenance) scanPeers(ctx context.Context, t *Topic, p uint32, pos int
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			res[i], timedOut[i] = m.scanPeer(ctx, node, i, t.Name, p, from, to, probe)
+			res[i], timedOut[i] = m.scanPeer(ctx, node, i, t.Name, p, from, to, probe, false)
 		}()
 	}
 	wg.Wait()
@@ -49,14 +49,15 @@ func (m *maintenance) scanPeers(ctx context.Context, t *Topic, p uint32, pos int
 	return out
 }
 
-// scanPeer runs every page of a headers-only scan on one node. The second
-// result says the node timed out (not merely absent: no responders).
-func (m *maintenance) scanPeer(ctx context.Context, node string, pos int, topic string, p uint32, from, to uint64, probe bool) (core.PeerScan, bool) {
+// scanPeer runs every page of a headers-only scan (full: whole shards) on
+// one node. The second result says the node timed out (not merely absent:
+// no responders).
+func (m *maintenance) scanPeer(ctx context.Context, node string, pos int, topic string, p uint32, from, to uint64, probe, full bool) (core.PeerScan, bool) {
 	res := core.PeerScan{Node: pos}
 	subj := m.n.subjects.Scan(node, topic, p)
 	complete := true
 	for cur := from; cur < to; {
-		req := bus.ScanReq{Topic: topic, Partition: p, From: cur, To: to, HeadersOnly: true, Probe: probe}
+		req := bus.ScanReq{Topic: topic, Partition: p, From: cur, To: to, HeadersOnly: !full, Probe: probe}
 		rep, size, err := m.request(ctx, subj, req)
 		if err != nil {
 			return res, errors.Is(err, nats.ErrTimeout) || errors.Is(err, context.DeadlineExceeded)
@@ -112,4 +113,68 @@ func (m *maintenance) request(ctx context.Context, subj string, req bus.ScanReq)
 	}
 	rep, err := bus.DecodeScanReply(msg.Data)
 	return rep, len(msg.Data), err
+}
+
+// Prefetching: a range with many fixes (a wiped or long-dead node) would
+// cost k shard requests per fix; instead the sources are scanned once for
+// the span of the fixes, whole shards, and rebuild takes them from there.
+const (
+	prefetchMinFixes = 8
+	prefetchMaxBytes = 32 << 20 // estimated bytes of one range's prefetch
+)
+
+// shardCache holds prefetched whole shards by ensemble position and
+// offset; read-only once built (rebuild goroutines share it).
+type shardCache map[int]map[uint64][]byte
+
+func (c shardCache) get(pos int, off uint64) ([]byte, bool) {
+	b, ok := c[pos][off]
+	return b, ok
+}
+
+// prefetch scans, in parallel, every position that is among the first k
+// sources of some fix, over the span of the fixes, and keeps the shards at
+// the fixes' offsets. Nil when there are too few fixes or too many bytes;
+// a failed scan just leaves that position out (rebuild fetches instead).
+func (m *maintenance) prefetch(ctx context.Context, t *Topic, p uint32, fixes []core.Fix) shardCache {
+	if len(fixes) < prefetchMinFixes {
+		return nil
+	}
+	want := make(map[int]map[uint64]bool)
+	lo, hi := fixes[0].Offset, fixes[0].Offset
+	var bytes int64
+	for _, f := range fixes {
+		lo, hi = min(lo, f.Offset), max(hi, f.Offset)
+		for _, pos := range f.Sources[:min(t.Params.K, len(f.Sources))] {
+			if want[pos] == nil {
+				want[pos] = make(map[uint64]bool)
+			}
+			want[pos][f.Offset] = true
+			bytes += int64(f.Group.PayloadLen)/int64(t.Params.K) + 64
+		}
+	}
+	if bytes > prefetchMaxBytes {
+		return nil
+	}
+	cache := make(shardCache, len(want))
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for pos, offs := range want {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ps, _ := m.scanPeer(ctx, t.Ensembles[p][pos], pos, t.Name, p, lo, hi+1, false, true)
+			got := make(map[uint64][]byte, len(offs))
+			for _, e := range ps.Entries {
+				if offs[e.Offset] {
+					got[e.Offset] = e.Shard
+				}
+			}
+			mu.Lock()
+			cache[pos] = got
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	return cache
 }

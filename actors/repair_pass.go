@@ -119,7 +119,7 @@ func (m *maintenance) walk(ctx context.Context, t *Topic, p uint32, rc core.Repa
 		}
 		plan := core.PlanRange(rc, cur, to, local, peers, true)
 		m.account(t, p, plan)
-		fixed := m.applyFixes(ctx, t, p, rc, plan.Fixes)
+		fixed := m.applyFixes(ctx, t, p, rc, plan.Fixes, m.prefetch(ctx, t, p, plan.Fixes))
 		if sp.Gap {
 			holes = append(holes, plan.Holes...)
 		}
@@ -247,7 +247,7 @@ func (m *maintenance) localEntries(topic string, p uint32, from, to uint64) ([]c
 
 // applyFixes rebuilds and writes the fixes, a few at a time; false if any
 // failed (the range is then not done and is walked again next pass).
-func (m *maintenance) applyFixes(ctx context.Context, t *Topic, p uint32, rc core.RepairConfig, fixes []core.Fix) bool {
+func (m *maintenance) applyFixes(ctx context.Context, t *Topic, p uint32, rc core.RepairConfig, fixes []core.Fix, cache shardCache) bool {
 	if len(fixes) == 0 {
 		return true
 	}
@@ -264,7 +264,7 @@ func (m *maintenance) applyFixes(ctx context.Context, t *Topic, p uint32, rc cor
 		wg.Add(1)
 		go func() {
 			defer func() { <-sem; wg.Done() }()
-			if !m.fix(ctx, t, p, rc, f) {
+			if !m.fix(ctx, t, p, rc, f, cache) {
 				failed.Store(true)
 			}
 		}()
@@ -274,8 +274,8 @@ func (m *maintenance) applyFixes(ctx context.Context, t *Topic, p uint32, rc cor
 }
 
 // fix rebuilds one shard of this node and writes it through its owner.
-func (m *maintenance) fix(ctx context.Context, t *Topic, p uint32, rc core.RepairConfig, f core.Fix) bool {
-	shard, err := m.rebuild(ctx, t, p, rc, f)
+func (m *maintenance) fix(ctx context.Context, t *Topic, p uint32, rc core.RepairConfig, f core.Fix, cache shardCache) bool {
+	shard, err := m.rebuild(ctx, t, p, rc, f, cache)
 	if err != nil {
 		if ctx.Err() == nil {
 			m.n.stats.RepairFailures.Add(1)
@@ -307,9 +307,10 @@ func (m *maintenance) fix(ctx context.Context, t *Topic, p uint32, rc core.Repai
 	return false
 }
 
-// rebuild fetches k shards of the fix's group (other sources when some
-// fail) and rebuilds and checks this node's shard.
-func (m *maintenance) rebuild(ctx context.Context, t *Topic, p uint32, rc core.RepairConfig, f core.Fix) ([]byte, error) {
+// rebuild fetches k shards of the fix's group (from the prefetched cache
+// when it has them; other sources when some fail) and rebuilds and checks
+// this node's shard.
+func (m *maintenance) rebuild(ctx context.Context, t *Topic, p uint32, rc core.RepairConfig, f core.Fix, cache shardCache) ([]byte, error) {
 	fetched := make(map[int][]byte, t.Params.K)
 	var errs []error
 	next := 0
@@ -320,6 +321,10 @@ func (m *maintenance) rebuild(ctx context.Context, t *Topic, p uint32, rc core.R
 		gotErr := make([]error, len(batch))
 		var wg sync.WaitGroup
 		for i, pos := range batch {
+			if b, ok := cache.get(pos, f.Offset); ok {
+				got[i] = b
+				continue
+			}
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
@@ -410,7 +415,7 @@ func (m *maintenance) repairTarget(ctx context.Context, k targetKey, tg target) 
 	}
 	plan := core.PlanRange(rc, from, to, local, peers, false)
 	m.account(t, k.partition, plan)
-	done := m.applyFixes(ctx, t, k.partition, rc, plan.Fixes) && len(plan.Unresolved) == 0
+	done := m.applyFixes(ctx, t, k.partition, rc, plan.Fixes, nil) && len(plan.Unresolved) == 0
 	if tg.corrupt && done && len(plan.Fixes) == 0 {
 		for _, c := range plan.Corrupt {
 			if c.Node == pos {

@@ -173,8 +173,9 @@ type Report struct {
 	// Live is what a second consumer saw that read during the faults.
 	Live *LiveReport `json:"live,omitempty"`
 	// ShardsAtEnd counts the acked stripes by how many good shards of
-	// them the nodes hold at their acked offset after the drill ("6": full
-	// redundancy; "4" = k: one more loss and the stripe is gone).
+	// them the nodes hold after the drill, at their acked offset or at a
+	// full copy elsewhere (a rewrite or re-append), whichever holds more
+	// ("6": full redundancy; "4" = k: one more loss and the stripe is gone).
 	ShardsAtEnd map[string]int `json:"shards_at_end,omitempty"`
 	// Repair is what the nodes' repair loops reported (repair.go).
 	Repair *RepairReport `json:"repair,omitempty"`

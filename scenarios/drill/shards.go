@@ -141,16 +141,24 @@ func (r *run) analyzeLost(rep *Report) []LostRecord {
 }
 
 // redundancy opens every node's slot store (the nodes are stopped) and
-// counts, for every acked stripe, the good shards of it at its acked
-// offset: DESIGN §2 promises n-k losses once the remaining shards land or
-// are repaired, W-k (0 by default) at the ack. The keys are shard counts
-// ("6", "5", "4", "3", ...).
+// counts, for every acked stripe, the good shards of it at the offset
+// that holds the most of them: its acked offset, or a full copy the
+// producer's rewrite (DESIGN §3.7) or an in-doubt re-append wrote
+// elsewhere when a racing stripe holds slots at the acked one. DESIGN §2
+// promises n-k losses once the remaining shards land or are repaired, W-k
+// (0 by default) at the ack. The keys are shard counts ("6", "5", ...).
 func (r *run) redundancy() (map[string]int, error) {
 	type slot struct {
 		part int32
 		off  uint64
 	}
-	want := make(map[slot]string) // acked stripe at its offset
+	type copyKey struct {
+		part   int32
+		stripe string
+		off    uint64
+	}
+	want := make(map[slot]string)    // acked stripe at its offset
+	acked := make(map[string]int32) // acked stripe -> partition
 	var lo, hi uint64
 	for _, recs := range r.sends() {
 		for i := range recs {
@@ -158,6 +166,7 @@ func (r *run) redundancy() (map[string]int, error) {
 				continue
 			}
 			want[slot{recs[i].part, recs[i].off}] = recs[i].stripe
+			acked[recs[i].stripe] = recs[i].part
 			if lo == 0 || recs[i].off < lo {
 				lo = recs[i].off
 			}
@@ -167,7 +176,8 @@ func (r *run) redundancy() (map[string]int, error) {
 	if len(want) == 0 {
 		return nil, nil
 	}
-	count := make(map[slot]map[int]bool)
+	hi += uint64(30 * time.Second) // rewrites and re-appends land later
+	count := make(map[copyKey]map[int]bool)
 	quiet := slog.New(slog.DiscardHandler)
 	var errs []error
 	for i, id := range r.be.IDs() {
@@ -182,15 +192,15 @@ func (r *run) redundancy() (map[string]int, error) {
 		}
 		for p := range r.cfg.Partitions {
 			err := s.Scan(Topic, uint32(p), lo, hi+1, func(off uint64, b []byte) bool {
-				k := slot{int32(p), off}
-				st, ok := want[k]
-				if !ok {
-					return true
-				}
 				sh, err := stripe.Parse(b)
-				if err != nil || sh.ID.String() != st {
+				if err != nil {
 					return true
 				}
+				st := sh.ID.String()
+				if part, ok := acked[st]; !ok || part != int32(p) {
+					return true
+				}
+				k := copyKey{int32(p), st, off}
 				if count[k] == nil {
 					count[k] = make(map[int]bool)
 				}
@@ -203,9 +213,13 @@ func (r *run) redundancy() (map[string]int, error) {
 		}
 		_ = s.Close()
 	}
+	best := make(map[string]int)
+	for k, shards := range count {
+		best[k.stripe] = max(best[k.stripe], len(shards))
+	}
 	out := make(map[string]int)
-	for k := range want {
-		out[fmt.Sprint(len(count[k]))]++
+	for _, st := range want {
+		out[fmt.Sprint(best[st])]++
 	}
 	return out, errors.Join(errs...)
 }
