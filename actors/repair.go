@@ -132,6 +132,11 @@ type maintenance struct {
 	repairPID atomic.Pointer[actor.PID] // for kicks (in-doubt reports, scrub findings)
 	belowN    atomic.Int64              // stripes below n seen by the pass under way
 	undone    atomic.Int64              // ranges the pass under way could not finish
+	// Targets are also looked at between ranges of a long walk (a young
+	// node refilling hours of data must not hold up an in-doubt stripe
+	// a reader is waiting for): when one was added, or every Interval.
+	targetsAdded atomic.Bool
+	targetsRun   time.Time // repair goroutine only
 }
 
 type partKey struct {
@@ -257,6 +262,7 @@ func (m *maintenance) addTarget(k targetKey, corrupt bool, id *stripe.ID) {
 		tg.inDoubt, tg.id = true, *id
 	}
 	m.mu.Unlock()
+	m.targetsAdded.Store(true)
 	m.kick()
 }
 

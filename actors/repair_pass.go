@@ -107,6 +107,7 @@ func (m *maintenance) walk(ctx context.Context, t *Topic, p uint32, rc core.Repa
 	dead := make(map[string]bool) // peers that timed out in this walk: unheard for the rest of it
 	ranges := 0
 	for cur := sp.From; cur < sp.To && ctx.Err() == nil; {
+		m.targetsBetweenRanges(ctx)
 		if end := set.end(cur); end > cur {
 			cur = end
 			continue
@@ -356,9 +357,25 @@ func (m *maintenance) rebuild(ctx context.Context, t *Topic, p uint32, rc core.R
 	return core.RebuildShard(rc, f, fetched)
 }
 
+// targetsBetweenRanges runs the queued targets from inside a walk when
+// one was added since they last ran, or when they last ran an Interval
+// ago and some are waiting (a dead node may be back).
+func (m *maintenance) targetsBetweenRanges(ctx context.Context) {
+	if m.targetsAdded.Load() || time.Since(m.targetsRun) >= m.cfg.Interval {
+		m.mu.Lock()
+		waiting := len(m.targets) > 0
+		m.mu.Unlock()
+		if waiting {
+			m.repairTargets(ctx)
+		}
+	}
+}
+
 // repairTargets handles the queued single offsets: corrupt shards found by
 // scrub and readers' in-doubt reports.
 func (m *maintenance) repairTargets(ctx context.Context) {
+	m.targetsAdded.Store(false)
+	m.targetsRun = time.Now()
 	m.mu.Lock()
 	keys := make([]targetKey, 0, len(m.targets))
 	for k := range m.targets {
