@@ -553,7 +553,21 @@ func (n *Node) replace(ctx context.Context) error {
 	o := n.opts
 	ctx, cancel := context.WithTimeout(ctx, o.MetaTimeout)
 	defer cancel()
-	changed, err := n.meta.ReplaceNode(ctx, o.Replace, o.ID, n.store.Incarnation().Birth, time.Unix(0, o.Now()))
+	var changed int
+	var err error
+	for attempt := 1; ; attempt++ {
+		// Right after the old node died the metadata streams it led are
+		// electing new leaders: retry what is not a refusal.
+		changed, err = n.meta.ReplaceNode(ctx, o.Replace, o.ID, n.store.Incarnation().Birth, time.Unix(0, o.Now()))
+		if err == nil || errors.Is(err, meta.ErrReplace) || ctx.Err() != nil {
+			break
+		}
+		n.log.Info("--replace: metadata not available yet; retrying", "attempt", attempt, "err", err)
+		select {
+		case <-ctx.Done():
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
 	if err != nil {
 		return fmt.Errorf("node %s: --replace %s: %w", o.ID, o.Replace, err)
 	}
