@@ -72,7 +72,9 @@ func TestStatusCluster(t *testing.T) {
 	defer lc.Close()
 	t.Setenv("RAIDQ_NATS", lc.ClientURL()) // the flag's default comes from the environment
 
-	out, err := runStatus(t, "--cluster", "cli", "--timeout", "1s", "--json")
+	// Discovery listens for the whole timeout: generous, so that a loaded
+	// CI machine (other packages' tests run alongside) finds all six.
+	out, err := runStatus(t, "--cluster", "cli", "--timeout", "3s", "--json")
 	if err != nil {
 		t.Fatalf("status --json: %v\n%s", err, out)
 	}
@@ -92,7 +94,7 @@ func TestStatusCluster(t *testing.T) {
 	if err := lc.KillNode(2); err != nil {
 		t.Fatal(err)
 	}
-	out, err = runStatus(t, "--cluster", "cli", "--timeout", "1s")
+	out, err = runStatus(t, "--cluster", "cli", "--timeout", "3s")
 	if err != nil {
 		t.Fatalf("status: %v\n%s", err, out)
 	}
