@@ -30,6 +30,15 @@ func WithMaxBatchBytes(n int) ProducerOption {
 	return func(c *actors.ProducerConfig) { c.MaxBatchBytes = n }
 }
 
+// WithDeliveryTimeout makes a send retry until d has passed since its
+// first attempt (backing off after the first 16 attempts) instead of
+// failing after 16 attempts, about 2s with the default parameters: like
+// Kafka's delivery.timeout.ms, a stalled machine or restarting nodes do
+// not fail sends. Zero keeps the attempt count.
+func WithDeliveryTimeout(d time.Duration) ProducerOption {
+	return func(c *actors.ProducerConfig) { c.DeliveryTimeout = d }
+}
+
 // WithSeed seeds the producer's random choices (conflict jitter).
 func WithSeed(s uint64) ProducerOption { return func(c *actors.ProducerConfig) { c.Seed = s } }
 

@@ -41,6 +41,10 @@ type ProducerConfig struct {
 	MaxQueuedBatches int
 	// Writer overrides the write rules derived from the topic (zero = derived).
 	Writer core.WriterConfig
+	// DeliveryTimeout, when > 0, is how long a send is retried before it
+	// fails (core.WriterConfig.DeliveryTimeout, Kafka's
+	// delivery.timeout.ms); 0: 16 attempts, about 2s with the defaults.
+	DeliveryTimeout time.Duration
 	// Seed seeds the producer's random source (jitter); 0 = random.
 	Seed uint64
 }
@@ -98,6 +102,9 @@ func (c *Client) NewProducer(cfg ProducerConfig) (*Producer, error) {
 	}
 	if cfg.Writer.Params.N == 0 {
 		cfg.Writer = core.DefaultWriterConfig(t.Params)
+	}
+	if cfg.DeliveryTimeout > 0 {
+		cfg.Writer.DeliveryTimeout = int64(cfg.DeliveryTimeout)
 	}
 	if cfg.Seed == 0 {
 		var b [8]byte

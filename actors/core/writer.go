@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/raidq/raidq/stripe"
 	"github.com/raidq/raidq/stripe/quorum"
@@ -15,8 +16,19 @@ type WriterConfig struct {
 	// AttemptTimeout: an attempt that has not reached W by then is
 	// abandoned and the stripe retried at a fresh offset (default A/2).
 	AttemptTimeout int64
-	// MaxAttempts bounds the attempts of one stripe before the send fails.
+	// MaxAttempts bounds the attempts of one stripe before the send fails
+	// (unless DeliveryTimeout is set).
 	MaxAttempts int
+	// DeliveryTimeout, when > 0, replaces MaxAttempts as the limit, like
+	// Kafka's delivery.timeout.ms: a stripe is retried until this long
+	// after its first attempt (a stalled machine or a node restart does
+	// not fail the send). After MaxAttempts quick retries, each further
+	// attempt waits a backoff that doubles from AttemptTimeout up to
+	// MaxBackoff, so that a cluster that cannot take writes is not
+	// flooded with attempts (each one leaves shards in void slots).
+	DeliveryTimeout int64
+	// MaxBackoff caps that backoff (default 1s).
+	MaxBackoff int64
 	// ConflictJitter: after a conflict the next offset is pushed by a
 	// random amount below this (ns).
 	ConflictJitter int64
@@ -87,6 +99,8 @@ type stripeState struct {
 	committed bool
 	rewrote   bool // a post-commit rewrite after a conflict was issued
 	acked     uint64
+	first     int64 // when the first attempt was sent
+	retryAt   int64 // a backed-off retry is due then (0: none waiting)
 }
 
 // Writer is the pure write logic of one producer for one partition
@@ -141,7 +155,7 @@ func (w *Writer) nextOffset(now, jitter int64) uint64 {
 
 // Start begins writing a new stripe and returns its first Send.
 func (w *Writer) Start(now int64, id stripe.ID) Send {
-	st := &stripeState{id: id}
+	st := &stripeState{id: id, first: now}
 	w.stripes[id] = st
 	return w.newAttempt(now, st, 0)
 }
@@ -194,6 +208,10 @@ func (w *Writer) Reply(now int64, rnd Rand, id stripe.ID, att, node int, s Statu
 func (w *Writer) Tick(now int64, rnd Rand) []any {
 	var out []any
 	for _, st := range w.sortedStripes() {
+		if st.retryAt > 0 && now >= st.retryAt {
+			out = append(out, w.progress(now, rnd, st)...)
+			continue
+		}
 		last := st.attempts[len(st.attempts)-1]
 		timeout := w.cfg.AttemptTimeout
 		if st.committed && !st.rewrote && w.cfg.CommittedWait > timeout {
@@ -260,12 +278,22 @@ func (w *Writer) progress(now int64, rnd Rand, st *stripeState) []any {
 	if p.CanStillCommit(last.ok, last.pending()) && !last.timedOut {
 		return out
 	}
-	if len(st.attempts) >= w.cfg.MaxAttempts {
+	if w.givenUp(now, st) {
 		if w.anyOpen(st) {
 			return out // an older attempt may still commit; wait for it or its timeout
 		}
 		delete(w.stripes, st.id)
 		return append(out, Fail{ID: st.id, Err: w.failure(st)}, Done{ID: st.id})
+	}
+	if wait := w.backoff(st); wait > 0 {
+		switch {
+		case st.retryAt == 0:
+			st.retryAt = now + wait
+			return out
+		case now < st.retryAt:
+			return out
+		}
+		st.retryAt = 0
 	}
 	var jitter int64
 	if last.conflict && w.cfg.ConflictJitter > 0 {
@@ -321,6 +349,28 @@ func (w *Writer) settled(st *stripeState) bool {
 	return last.pending() == 0 || last.timedOut || w.attemptCommitted(last)
 }
 
+// givenUp: the stripe has used its attempts, or its delivery timeout.
+func (w *Writer) givenUp(now int64, st *stripeState) bool {
+	if w.cfg.DeliveryTimeout > 0 {
+		return now-st.first >= w.cfg.DeliveryTimeout
+	}
+	return len(st.attempts) >= w.cfg.MaxAttempts
+}
+
+// backoff is the wait before the next attempt: none for the first
+// MaxAttempts, then (with a DeliveryTimeout) doubling from AttemptTimeout.
+func (w *Writer) backoff(st *stripeState) int64 {
+	extra := len(st.attempts) - w.cfg.MaxAttempts
+	if w.cfg.DeliveryTimeout <= 0 || extra < 0 {
+		return 0
+	}
+	limit := w.cfg.MaxBackoff
+	if limit <= 0 {
+		limit = int64(time.Second)
+	}
+	return min(w.cfg.AttemptTimeout<<min(extra, 16), limit)
+}
+
 // anyOpen: some attempt may still reach W (replies pending, not timed out).
 func (w *Writer) anyOpen(st *stripeState) bool {
 	p := w.cfg.Params
@@ -355,10 +405,13 @@ func (w *Writer) failure(st *stripeState) error {
 	}
 	why := fmt.Sprintf("stripe %s: %d attempts, none reached %d of %d acks (last: %s)",
 		st.id, len(st.attempts), w.cfg.Params.W, w.cfg.Params.N, strings.Join(parts, " "))
+	if w.cfg.DeliveryTimeout > 0 {
+		why = fmt.Sprintf("delivery timeout %s: %s", time.Duration(w.cfg.DeliveryTimeout), why)
+	}
 	switch {
 	case ahead*2 > len(st.attempts):
 		return fmt.Errorf("%w: %s", ErrClockSkew, why)
-	case last.ok+last.pending() < w.cfg.Params.W && !last.timedOut:
+	case last.ok+last.pending() < w.cfg.Params.W && (!last.timedOut || last.pending() == 0):
 		return fmt.Errorf("%w: %s", ErrNotEnoughNodes, why)
 	default:
 		return fmt.Errorf("%w: %s", ErrTimeout, why)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/raidq/raidq/stripe"
 )
@@ -375,5 +376,68 @@ func TestWriterJitterWhenPinned(t *testing.T) {
 	}
 	if retries[0].Offset == retries[1].Offset {
 		t.Fatalf("both producers retry at %d", retries[0].Offset)
+	}
+}
+
+// TestWriterDeliveryTimeout: with a delivery timeout a stripe that cannot
+// commit is retried past MaxAttempts, with a growing backoff, until the
+// timeout, and then fails naming it; one that can commit again in time
+// (three nodes back) is acked.
+func TestWriterDeliveryTimeout(t *testing.T) {
+	for _, heal := range []bool{false, true} {
+		cfg := DefaultWriterConfig(params())
+		cfg.DeliveryTimeout = int64(4 * time.Second)
+		w := NewWriter(cfg)
+		rnd := newRand(3)
+		start := int64(base)
+		id := sid(0, 1)
+		pending := []Send{w.Start(start, id)}
+		var fail *Fail
+		var ack *Ack
+		attempts := 1
+		for now := start; fail == nil && ack == nil && now < start+int64(10*time.Second); now += int64(10 * time.Millisecond) {
+			var out []any
+			for _, s := range pending {
+				for i := range params().N {
+					st := StatusNoReply
+					if i < 3 || (heal && now-start > int64(3*time.Second)) {
+						st = StatusOK
+					}
+					out = append(out, w.Reply(now, rnd, id, s.Attempt, i, st, 0)...)
+				}
+			}
+			pending = nil
+			out = append(out, w.Tick(now, rnd)...)
+			for _, e := range out {
+				switch e := e.(type) {
+				case Send:
+					pending = append(pending, e)
+					attempts++
+				case Fail:
+					fail = &e
+					if elapsed := time.Duration(now - start); elapsed < 4*time.Second {
+						t.Fatalf("failed after %s, before the 4s delivery timeout", elapsed)
+					}
+				case Ack:
+					ack = &e
+				}
+			}
+		}
+		if heal {
+			if ack == nil {
+				t.Fatalf("heal: not acked (fail %v)", fail)
+			}
+			continue
+		}
+		if fail == nil || !errors.Is(fail.Err, ErrNotEnoughNodes) || !strings.Contains(fail.Err.Error(), "delivery timeout 4s") {
+			t.Fatalf("fail %v, want ErrNotEnoughNodes naming the delivery timeout", fail)
+		}
+		// 16 quick attempts (2s), then backoffs of 125ms, 250ms, 500ms, 1s, 1s...
+		if attempts <= cfg.MaxAttempts || attempts > cfg.MaxAttempts+5 {
+			t.Fatalf("%d attempts in 4s, want a few more than %d (backed off)", attempts, cfg.MaxAttempts)
+		}
+		if w.InFlight() != 0 {
+			t.Fatalf("%d stripes left in flight", w.InFlight())
+		}
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"sync"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -20,6 +21,7 @@ const maxLine = 4 << 20
 func produceCmd() *cobra.Command {
 	var cf clientFlags
 	var key, file string
+	var deliveryTimeout time.Duration
 	var asJSON bool
 	var window int
 	cmd := &cobra.Command{
@@ -54,7 +56,10 @@ with its partition and position.`,
 			if err != nil {
 				return err
 			}
-			p, err := c.Producer(args[0])
+			if deliveryTimeout < 0 {
+				return fmt.Errorf("--delivery-timeout %s: must not be negative", deliveryTimeout)
+			}
+			p, err := c.Producer(args[0], raidq.WithDeliveryTimeout(deliveryTimeout))
 			if err != nil {
 				return err
 			}
@@ -68,6 +73,7 @@ with its partition and position.`,
 	f.StringVar(&file, "file", "", "read messages from this file instead of stdin")
 	f.BoolVar(&asJSON, "json", false, "print one JSON line per message: line, partition, offset, index, stripe")
 	f.IntVar(&window, "window", 1024, "messages in flight at once")
+	f.DurationVar(&deliveryTimeout, "delivery-timeout", 0, "retry each send this long before it fails (0: 16 attempts, about 2s)")
 	return cmd
 }
 
