@@ -101,17 +101,27 @@ func (c RepairConfig) withDefaults() RepairConfig {
 	return c
 }
 
-// byteLimiter is a rate limiter in bytes per second; a wait larger than
-// the burst is cut to the burst.
+// byteLimiter is a rate limiter in bytes per second. Its burst is a tenth
+// of a second's worth (at least 64 KiB), so repair's traffic stays smooth
+// (a range prefetch of many MB must not go out at once next to the write
+// path); a larger wait is taken in burst-sized steps.
 type byteLimiter struct{ l *rate.Limiter }
 
 func newByteLimiter(mbps float64) byteLimiter {
 	bps := mbps * 1e6
-	return byteLimiter{rate.NewLimiter(rate.Limit(bps), max(int(bps), 16<<20))}
+	return byteLimiter{rate.NewLimiter(rate.Limit(bps), max(int(bps/10), 64<<10))}
 }
 
 func (b byteLimiter) wait(ctx context.Context, n int) error {
-	return b.l.WaitN(ctx, min(max(n, 1), b.l.Burst()))
+	n = max(n, 1)
+	for n > 0 {
+		step := min(n, b.l.Burst())
+		if err := b.l.WaitN(ctx, step); err != nil {
+			return err
+		}
+		n -= step
+	}
+	return nil
 }
 
 // maintenance is a node's repair, scrub and retention state.
