@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -17,7 +16,6 @@ import (
 	"github.com/raidq/raidq"
 	"github.com/raidq/raidq/actors"
 	"github.com/raidq/raidq/bus/meta"
-	"github.com/raidq/raidq/scenarios/cluster"
 	"github.com/raidq/raidq/scenarios/testlog"
 )
 
@@ -33,41 +31,16 @@ func TestStartNodeReplace(t *testing.T) {
 	}
 	log := testlog.New(t, slog.LevelWarn)
 	const servers = 3
-	ports, err := cluster.FreePorts(servers)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var routes []string
-	for _, p := range ports {
-		routes = append(routes, fmt.Sprintf("nats-route://127.0.0.1:%d", p))
-	}
-	base := t.TempDir()
 	repair := actors.RepairConfig{Interval: 100 * time.Millisecond, Margin: 200 * time.Millisecond, ScrubInterval: -1}
-	nodes := make([]*raidq.Node, servers+1)
-	errs := make([]error, servers)
-	var wg sync.WaitGroup
-	for i := range servers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			nodes[i], errs[i] = raidq.StartNode(raidq.NodeOptions{ID: fmt.Sprintf("s%d", i), DataDir: filepath.Join(base, fmt.Sprint(i)),
-				Cluster: "rep", Listen: "127.0.0.1:-1", ClusterListen: fmt.Sprintf("127.0.0.1:%d", ports[i]), Routes: routes,
-				Insecure: true, NoSync: true, MetaTimeout: 45 * time.Second, Logger: log, Repair: repair})
-		}()
-	}
-	wg.Wait()
-	t.Cleanup(func() { // the replacement first: it is a client of s0's server
-		for _, n := range slices.Backward(nodes) {
-			if n != nil {
-				_ = n.Stop(context.Background())
-			}
+	// nodes[servers] is the replacement: a client of s0's server, stopped
+	// first (startMesh's cleanup stops s0 to s2 after it).
+	nodes := append(startMesh(t, log, "rep", servers, raidq.NodeOptions{Repair: repair}), nil)
+	t.Cleanup(func() {
+		if n := nodes[servers]; n != nil {
+			_ = n.Stop(context.Background())
 		}
 	})
-	for i, err := range errs {
-		if err != nil {
-			t.Fatalf("node s%d: %v", i, err)
-		}
-	}
+	base := t.TempDir()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	waitFor(t, 10*time.Second, "every member record", func() bool {

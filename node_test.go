@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -34,16 +35,12 @@ func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
 	}
 }
 
-// TestStartNodeThreeServerMesh starts three production nodes in process,
-// each embedding a NATS server of one route mesh with clustered JetStream,
-// creates an n=3 k=2 W=2 topic through the replicated metadata, and sends
-// and consumes messages through clients whose catalog is the KV watch.
-func TestStartNodeThreeServerMesh(t *testing.T) {
-	if testing.Short() {
-		t.Skip("clustered JetStream takes a few seconds to elect")
-	}
-	log := testlog.New(t, slog.LevelWarn)
-	const servers = 3
+// startMesh starts servers production nodes in process, s0..s<n-1>, each
+// embedding a NATS server of one route mesh with clustered JetStream,
+// together (the meta group needs a quorum), and stops them (last first)
+// at the end of the test. extra supplies further options (Repair).
+func startMesh(t *testing.T, log *slog.Logger, clusterName string, servers int, extra raidq.NodeOptions) []*raidq.Node {
+	t.Helper()
 	ports, err := cluster.FreePorts(servers)
 	if err != nil {
 		t.Fatal(err)
@@ -56,19 +53,20 @@ func TestStartNodeThreeServerMesh(t *testing.T) {
 	nodes := make([]*raidq.Node, servers)
 	errs := make([]error, servers)
 	var wg sync.WaitGroup
-	start := time.Now()
 	for i := range servers {
 		wg.Add(1)
-		go func() { // the meta group needs a quorum: start them together
+		go func() {
 			defer wg.Done()
-			nodes[i], errs[i] = raidq.StartNode(raidq.NodeOptions{ID: fmt.Sprintf("s%d", i), DataDir: filepath.Join(base, fmt.Sprint(i)),
-				Cluster: "mesh", Listen: "127.0.0.1:-1", ClusterListen: fmt.Sprintf("127.0.0.1:%d", ports[i]), Routes: routes,
-				Insecure: true, NoSync: true, MetaTimeout: 45 * time.Second, Logger: log})
+			o := extra
+			o.ID, o.DataDir, o.Cluster = fmt.Sprintf("s%d", i), filepath.Join(base, fmt.Sprint(i)), clusterName
+			o.Listen, o.ClusterListen, o.Routes = "127.0.0.1:-1", fmt.Sprintf("127.0.0.1:%d", ports[i]), routes
+			o.Insecure, o.NoSync, o.MetaTimeout, o.Logger = true, true, 45*time.Second, log
+			nodes[i], errs[i] = raidq.StartNode(o)
 		}()
 	}
 	wg.Wait()
 	t.Cleanup(func() {
-		for _, n := range nodes {
+		for _, n := range slices.Backward(nodes) {
 			if n != nil {
 				_ = n.Stop(context.Background())
 			}
@@ -79,6 +77,21 @@ func TestStartNodeThreeServerMesh(t *testing.T) {
 			t.Fatalf("node s%d: %v", i, err)
 		}
 	}
+	return nodes
+}
+
+// TestStartNodeThreeServerMesh starts three production nodes in process,
+// each embedding a NATS server of one route mesh with clustered JetStream,
+// creates an n=3 k=2 W=2 topic through the replicated metadata, and sends
+// and consumes messages through clients whose catalog is the KV watch.
+func TestStartNodeThreeServerMesh(t *testing.T) {
+	if testing.Short() {
+		t.Skip("clustered JetStream takes a few seconds to elect")
+	}
+	log := testlog.New(t, slog.LevelWarn)
+	const servers = 3
+	start := time.Now()
+	nodes := startMesh(t, log, "mesh", servers, raidq.NodeOptions{})
 	t.Logf("three clustered nodes ready in %s", time.Since(start).Round(time.Millisecond))
 
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

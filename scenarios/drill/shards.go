@@ -157,7 +157,7 @@ func (r *run) redundancy() (map[string]int, error) {
 		stripe string
 		off    uint64
 	}
-	want := make(map[slot]string)    // acked stripe at its offset
+	want := make(map[slot]string)   // acked stripe at its offset
 	acked := make(map[string]int32) // acked stripe -> partition
 	var lo, hi uint64
 	for _, recs := range r.sends() {
