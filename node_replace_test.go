@@ -3,7 +3,6 @@ package raidq_test
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"path/filepath"
 	"slices"
@@ -71,16 +70,8 @@ func TestStartNodeReplace(t *testing.T) {
 	}
 	defer c.Close()
 	from := time.Now()
-	prod, err := c.Producer("orders")
-	if err != nil {
-		t.Fatal(err)
-	}
 	const total = 200
-	for i := range total {
-		if _, err := prod.Send(ctx, raidq.Message{Value: fmt.Appendf(nil, "m-%d", i)}); err != nil {
-			t.Fatalf("send %d: %v", i, err)
-		}
-	}
+	sendNumbered(ctx, t, c, "orders", total)
 
 	sent := time.Now()
 	newNode := func(replace string) (*raidq.Node, error) {
@@ -143,18 +134,5 @@ func TestStartNodeReplace(t *testing.T) {
 		t.Fatal(err)
 	}
 	nodes[1] = nil
-	cons, err := c.Consumer("orders", raidq.ConsumerOptions{From: from})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cons.Close()
-	got := make(map[string]bool)
-	for len(got) < total {
-		select {
-		case m := <-cons.Messages():
-			got[string(m.Value)] = true
-		case <-ctx.Done():
-			t.Fatalf("consumed %d of %d after the replacement", len(got), total)
-		}
-	}
+	consumeNumbered(ctx, t, c, "orders", from, total)
 }

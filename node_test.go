@@ -80,6 +80,43 @@ func startMesh(t *testing.T, log *slog.Logger, clusterName string, servers int, 
 	return nodes
 }
 
+// sendNumbered sends m-0 .. m-<total-1> to topic, one at a time.
+func sendNumbered(ctx context.Context, t *testing.T, c *raidq.Client, topic string, total int) {
+	t.Helper()
+	prod, err := c.Producer(topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range total {
+		if _, err := prod.Send(ctx, raidq.Message{Value: fmt.Appendf(nil, "m-%d", i)}); err != nil {
+			t.Fatalf("send %d: %v", i, err)
+		}
+	}
+}
+
+// consumeNumbered reads topic from from until it has every one of m-0 ..
+// m-<total-1>, or ctx ends.
+func consumeNumbered(ctx context.Context, t *testing.T, c *raidq.Client, topic string, from time.Time, total int) {
+	t.Helper()
+	cons, err := c.Consumer(topic, raidq.ConsumerOptions{From: from})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cons.Close()
+	want := make(map[string]bool, total)
+	for i := range total {
+		want[fmt.Sprintf("m-%d", i)] = true
+	}
+	for len(want) > 0 {
+		select {
+		case m := <-cons.Messages():
+			delete(want, string(m.Value))
+		case <-ctx.Done():
+			t.Fatalf("consumed %d of %d", total-len(want), total)
+		}
+	}
+}
+
 // TestStartNodeThreeServerMesh starts three production nodes in process,
 // each embedding a NATS server of one route mesh with clustered JetStream,
 // creates an n=3 k=2 W=2 topic through the replicated metadata, and sends
@@ -151,35 +188,9 @@ func TestStartNodeThreeServerMesh(t *testing.T) {
 	}
 	defer c.Close()
 	from := time.Now()
-	prod, err := c.Producer("orders")
-	if err != nil {
-		t.Fatal(err)
-	}
 	const total = 200
-	for i := range total {
-		if _, err := prod.Send(ctx, raidq.Message{Value: fmt.Appendf(nil, "m-%d", i)}); err != nil {
-			t.Fatalf("send %d: %v", i, err)
-		}
-	}
-	cons, err := c.Consumer("orders", raidq.ConsumerOptions{From: from})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cons.Close()
-	got := make(map[string]bool)
-	for len(got) < total {
-		select {
-		case m := <-cons.Messages():
-			got[string(m.Value)] = true
-		case <-ctx.Done():
-			t.Fatalf("consumed %d of %d", len(got), total)
-		}
-	}
-	for i := range total {
-		if !got[fmt.Sprintf("m-%d", i)] {
-			t.Fatalf("m-%d not consumed", i)
-		}
-	}
+	sendNumbered(ctx, t, c, "orders", total)
+	consumeNumbered(ctx, t, c, "orders", from, total)
 
 	// Stop is graceful and idempotent.
 	stopStart := time.Now()

@@ -151,27 +151,24 @@ func (r *run) writePlot(path string, rep *Report) error {
 		}
 		return out
 	}
-	if len(acks) > 0 {
-		s, err := plotter.NewScatter(thin(acks))
+	scatter := func(pts plotter.XYs, shape draw.GlyphDrawer, radius float64, c color.RGBA, label string) error {
+		if len(pts) == 0 {
+			return nil
+		}
+		s, err := plotter.NewScatter(thin(pts))
 		if err != nil {
 			return err
 		}
-		s.GlyphStyle.Shape = draw.CircleGlyph{}
-		s.GlyphStyle.Radius = vg.Points(0.8)
-		s.GlyphStyle.Color = color.RGBA{R: 30, G: 90, B: 200, A: 255}
+		s.GlyphStyle.Shape, s.GlyphStyle.Radius, s.GlyphStyle.Color = shape, vg.Points(radius), c
 		p.Add(s)
-		p.Legend.Add("acked send", s)
+		p.Legend.Add(label, s)
+		return nil
 	}
-	if len(fails) > 0 {
-		s, err := plotter.NewScatter(thin(fails))
-		if err != nil {
-			return err
-		}
-		s.GlyphStyle.Shape = draw.CrossGlyph{}
-		s.GlyphStyle.Radius = vg.Points(2)
-		s.GlyphStyle.Color = color.RGBA{R: 220, G: 30, B: 30, A: 255}
-		p.Add(s)
-		p.Legend.Add("failed / unknown send", s)
+	if err := scatter(acks, draw.CircleGlyph{}, 0.8, color.RGBA{R: 30, G: 90, B: 200, A: 255}, "acked send"); err != nil {
+		return err
+	}
+	if err := scatter(fails, draw.CrossGlyph{}, 2, color.RGBA{R: 220, G: 30, B: 30, A: 255}, "failed / unknown send"); err != nil {
+		return err
 	}
 	var lbl plotter.XYLabels
 	k := 0
