@@ -40,6 +40,7 @@ type Client struct {
 	cfg      ClientConfig
 	subjects bus.Subjects
 	system   *actor.ActorSystem
+	pool     *dispatchPool // the actors' goroutines (dispatch.go)
 	mu       sync.Mutex
 	links    map[string]*actor.PID
 	children []*actor.PID
@@ -65,7 +66,7 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 			return nil, err
 		}
 	}
-	return &Client{cfg: cfg, subjects: subj, system: NewSystem(cfg.Logger), links: make(map[string]*actor.PID), metrics: m}, nil
+	return &Client{cfg: cfg, subjects: subj, system: NewSystem(cfg.Logger), pool: newDispatchPool(actorThroughput), links: make(map[string]*actor.PID), metrics: m}, nil
 }
 
 // Logger is the client's logger.
@@ -87,7 +88,7 @@ func (c *Client) link(node string) *actor.PID {
 			conn = nc
 		}
 	}
-	pid := c.system.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return newLinkActor(node, conn, c.cfg.Link) },
+	pid := c.system.Root.Spawn(props(c.pool, func() actor.Actor { return newLinkActor(node, conn, c.cfg.Link) },
 		actor.WithSupervisor(restartStrategy())))
 	c.links[node] = pid
 	return pid
@@ -140,4 +141,5 @@ func (c *Client) Close() {
 		_ = c.system.Root.PoisonFuture(pid).Wait()
 	}
 	c.system.Shutdown()
+	c.pool.Close()
 }

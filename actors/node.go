@@ -61,6 +61,7 @@ type Node struct {
 	cfg      NodeConfig
 	subjects bus.Subjects
 	system   *actor.ActorSystem
+	pool     *dispatchPool // the actors' goroutines (dispatch.go)
 	root     *actor.PID
 	sub      *nats.Subscription // writes: raidq.<cluster>.slot.<node>.>
 	scanSub  *nats.Subscription // scans: raidq.<cluster>.scan.<node>.> (node_guard.go)
@@ -129,7 +130,8 @@ func StartNode(cfg NodeConfig) (*Node, error) {
 		return nil, fmt.Errorf("node %s: %w", cfg.ID, err)
 	}
 	n.system = NewSystem(n.cfg.Logger)
-	n.root = n.system.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return newNodeActor(n) },
+	n.pool = newDispatchPool(actorThroughput)
+	n.root = n.system.Root.Spawn(props(n.pool, func() actor.Actor { return newNodeActor(n) },
 		actor.WithSupervisor(restartStrategy())))
 	if err := n.subscribe(); err != nil { // node_guard.go: slot and scan subjects
 		n.stopActors()
@@ -198,6 +200,7 @@ func (n *Node) Kill() {
 func (n *Node) stopActors() {
 	_ = n.system.Root.PoisonFuture(n.root).Wait()
 	n.system.Shutdown()
+	n.pool.Close()
 }
 
 // fail is called when the store failed; the node stops loudly.

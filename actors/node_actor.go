@@ -27,7 +27,7 @@ func (a *nodeActor) Receive(ctx actor.Context) {
 		key := fmt.Sprintf("%s/%d", m.topic.Name, m.partition)
 		pid, ok := a.parts[key]
 		if !ok {
-			pid = ctx.Spawn(actor.PropsFromProducer(func() actor.Actor { return newPartitionActor(a.node, m.topic.Name, m.partition) },
+			pid = ctx.Spawn(props(a.node.pool, func() actor.Actor { return newPartitionActor(a.node, m.topic.Name, m.partition) },
 				actor.WithSupervisor(restartStrategy())))
 			a.parts[key] = pid
 		}
@@ -170,7 +170,7 @@ func (a *partitionActor) route(ctx actor.Context, m *slotRequest) {
 	}
 	pid, ok := a.owners[lo]
 	if !ok {
-		pid = ctx.Spawn(actor.PropsFromProducer(func() actor.Actor { return newOwnerActor(a.node, m.topic, m.partition, lo) },
+		pid = ctx.Spawn(props(a.node.pool, func() actor.Actor { return newOwnerActor(a.node, m.topic, m.partition, lo) },
 			actor.WithSupervisor(restartStrategy())))
 		ctx.Watch(pid)
 		a.owners[lo] = pid

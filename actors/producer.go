@@ -114,7 +114,7 @@ func (c *Client) NewProducer(cfg ProducerConfig) (*Producer, error) {
 		}
 	}
 	pa := newProducerActor(c, t, cfg)
-	pid, err := c.spawn(actor.PropsFromProducer(func() actor.Actor { return pa }))
+	pid, err := c.spawn(props(c.pool, func() actor.Actor { return pa }))
 	if err != nil {
 		return nil, err
 	}

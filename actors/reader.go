@@ -94,7 +94,7 @@ func (c *Client) NewReader(cfg ReaderConfig) (*Reader, error) {
 	}
 	ra := &readerActor{c: c, topic: t, cfg: cfg, core: core.NewReader(cfg.Core, cfg.From),
 		log: c.cfg.Logger.With("topic", t.Name, "partition", cfg.Partition), m: c.metrics.Reader(t.Name)}
-	pid, err := c.spawn(actor.PropsFromProducer(func() actor.Actor { return ra }))
+	pid, err := c.spawn(props(c.pool, func() actor.Actor { return ra }))
 	if err != nil {
 		return nil, err
 	}

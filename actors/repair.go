@@ -311,7 +311,7 @@ func (n *Node) spawnMaintenance(ctx actor.Context) {
 		return
 	}
 	loop := func(name string, first, every time.Duration, run func(context.Context), hooks ...func(bool)) *actor.PID {
-		return ctx.Spawn(actor.PropsFromProducer(func() actor.Actor {
+		return ctx.Spawn(props(n.pool, func() actor.Actor {
 			return &loopActor{name: name, first: first, every: every, run: run, log: m.log, hooks: hooks}
 		}))
 	}

@@ -23,6 +23,7 @@ const dropChunk = 4096
 type levelStore struct {
 	dir  string
 	db   *leveldb.DB
+	stor *preallocStorage // nil with NoSync (then db closes its own storage)
 	opts Options
 	inc  Incarnation
 	c    *committer
@@ -58,16 +59,17 @@ func Open(dir string, opts Options) (Store, error) {
 	if err := checkJournals(dir); err != nil {
 		return nil, err
 	}
-	db, err := openDB(dir, opts)
+	db, stor, err := openDB(dir, opts)
 	if err != nil {
 		return nil, err
 	}
 	inc, created, err := loadIncarnation(db, dir, opts.Now)
 	if err != nil {
 		db.Close()
+		closeStorage(stor)
 		return nil, err
 	}
-	s := &levelStore{dir: dir, db: db, opts: opts, inc: inc, wo: &opt.WriteOptions{Sync: !opts.NoSync}}
+	s := &levelStore{dir: dir, db: db, stor: stor, opts: opts, inc: inc, wo: &opt.WriteOptions{Sync: !opts.NoSync}}
 	s.c = newCommitter(s, opts)
 	opts.Logger.Info("slotstore: opened", "dir", dir, "incarnation", inc, "new", created, "fsync", !opts.NoSync)
 	if opts.NoSync {
@@ -77,21 +79,48 @@ func Open(dir string, opts Options) (Store, error) {
 }
 
 // openDB opens the LevelDB, turning corruption (and any panic) into an error.
-func openDB(dir string, o Options) (db *leveldb.DB, err error) {
+// With fsync on, the DB runs over a preallocStorage (pre-zeroed journals,
+// see prealloc.go), which the caller closes after the DB.
+func openDB(dir string, o Options) (db *leveldb.DB, stor *preallocStorage, err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			db, err = nil, fmt.Errorf("slotstore: %s: open: %w: leveldb panicked: %v", dir, ErrCorrupt, r)
+			closeStorage(stor)
+			db, stor, err = nil, nil, fmt.Errorf("slotstore: %s: open: %w: leveldb panicked: %v", dir, ErrCorrupt, r)
 		}
 	}()
-	db, err = leveldb.OpenFile(dir, dbOptions(o))
+	dbo := dbOptions(o)
+	if o.NoSync {
+		db, err = leveldb.OpenFile(dir, dbo)
+	} else {
+		stor, err = newPreallocStorage(dir, spareBytes(dbo), o.Logger)
+		if err != nil {
+			return nil, nil, wrapDB(dir, "open", err)
+		}
+		db, err = leveldb.Open(stor, dbo)
+		if err != nil {
+			closeStorage(stor)
+			stor = nil
+		}
+	}
 	if lerrors.IsCorrupted(err) {
-		return nil, fmt.Errorf("%w (salvage it with leveldb.RecoverFile, or wipe the directory: "+
+		return nil, nil, fmt.Errorf("%w (salvage it with leveldb.RecoverFile, or wipe the directory: "+
 			"the node then starts a new incarnation that repair refills)", wrapDB(dir, "open", err))
 	}
 	if err != nil {
-		return nil, wrapDB(dir, "open", err)
+		return nil, nil, wrapDB(dir, "open", err)
 	}
-	return db, nil
+	return db, stor, nil
+}
+
+// spareBytes sizes a journal spare: a journal holds one write buffer of
+// batches plus framing; 1 MiB of slack keeps the last group inside it.
+func spareBytes(o *opt.Options) int64 { return int64(o.WriteBuffer) + int64(o.WriteBuffer)/8 + 1<<20 }
+
+// closeStorage closes a preallocStorage that may be nil.
+func closeStorage(s *preallocStorage) {
+	if s != nil {
+		s.Close()
+	}
 }
 
 // wrapDB maps a LevelDB error to the package's sentinels, with context.
@@ -260,7 +289,13 @@ func (s *levelStore) Close() error {
 	if !s.gate.close() {
 		return nil
 	}
-	if err := s.db.Close(); err != nil {
+	err := s.db.Close()
+	if s.stor != nil {
+		if serr := s.stor.Close(); err == nil {
+			err = serr
+		}
+	}
+	if err != nil {
 		return fmt.Errorf("slotstore: close %s: %w", s.dir, err)
 	}
 	s.opts.Logger.Info("slotstore: closed", "dir", s.dir)
