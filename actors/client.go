@@ -35,14 +35,14 @@ type ClientConfig struct {
 	Metrics *prometheus.Registry
 }
 
-// Client owns the client actor system and one link actor per node.
+// Client owns the client actor system and one link per node (link.go).
 type Client struct {
 	cfg      ClientConfig
 	subjects bus.Subjects
 	system   *actor.ActorSystem
 	pool     *dispatchPool // the actors' goroutines (dispatch.go)
 	mu       sync.Mutex
-	links    map[string]*actor.PID
+	links    map[string]*link
 	children []*actor.PID
 	closed   bool
 	metrics  *metrics.Client // nil: no metrics
@@ -66,7 +66,7 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 			return nil, err
 		}
 	}
-	return &Client{cfg: cfg, subjects: subj, system: NewSystem(cfg.Logger), pool: newDispatchPool(actorThroughput), links: make(map[string]*actor.PID), metrics: m}, nil
+	return &Client{cfg: cfg, subjects: subj, system: NewSystem(cfg.Logger), pool: newDispatchPool(actorThroughput), links: make(map[string]*link), metrics: m}, nil
 }
 
 // Logger is the client's logger.
@@ -75,12 +75,16 @@ func (c *Client) Logger() *slog.Logger { return c.cfg.Logger }
 // Catalog is the client's topic catalog.
 func (c *Client) Catalog() Catalog { return c.cfg.Catalog }
 
-// link returns the link actor of node, spawning it on first use.
-func (c *Client) link(node string) *actor.PID {
+// link returns the link to node, made on first use. A link that cannot
+// subscribe (the connection is closed) is an error; the next call tries again.
+func (c *Client) link(node string) (*link, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if pid, ok := c.links[node]; ok {
-		return pid
+	if l, ok := c.links[node]; ok {
+		return l, nil
+	}
+	if c.closed {
+		return nil, fmt.Errorf("client: %w", core.ErrClosed)
 	}
 	conn := c.cfg.Conn
 	if c.cfg.NodeConn != nil {
@@ -88,10 +92,12 @@ func (c *Client) link(node string) *actor.PID {
 			conn = nc
 		}
 	}
-	pid := c.system.Root.Spawn(props(c.pool, func() actor.Actor { return newLinkActor(node, conn, c.cfg.Link) },
-		actor.WithSupervisor(restartStrategy())))
-	c.links[node] = pid
-	return pid
+	l, err := newLink(c.system, node, conn, c.cfg.Link)
+	if err != nil {
+		return nil, err
+	}
+	c.links[node] = l
+	return l, nil
 }
 
 // spawn starts a top-level client actor (producer, reader) and remembers
@@ -129,16 +135,16 @@ func (c *Client) Close() {
 	}
 	c.closed = true
 	children := append([]*actor.PID(nil), c.children...)
-	links := make([]*actor.PID, 0, len(c.links))
-	for _, pid := range c.links {
-		links = append(links, pid)
+	links := make([]*link, 0, len(c.links))
+	for _, l := range c.links {
+		links = append(links, l)
 	}
 	c.mu.Unlock()
 	for _, pid := range children {
 		_ = c.system.Root.PoisonFuture(pid).Wait()
 	}
-	for _, pid := range links {
-		_ = c.system.Root.PoisonFuture(pid).Wait()
+	for _, l := range links {
+		l.close()
 	}
 	c.system.Shutdown()
 	c.pool.Close()

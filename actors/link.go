@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -28,16 +29,8 @@ type LinkConfig struct {
 	Timeout     time.Duration // a request without reply is reported as timed out after this (default 5s)
 }
 
-// linkSend asks a link to send one request to its node. The reply (or
-// an error) comes back to ReplyTo as a *LinkResult carrying Tag.
-type linkSend struct {
-	Subject string
-	Data    []byte
-	ReplyTo *actor.PID
-	Tag     any
-}
-
-// LinkResult is the answer to a linkSend.
+// LinkResult is the answer to a link's send, delivered to the sender's
+// actor as a message.
 type LinkResult struct {
 	Tag  any
 	Data []byte
@@ -51,128 +44,160 @@ type linkPending struct {
 	sent    time.Time
 }
 
-type linkReply struct {
-	seq uint64
-	msg *nats.Msg
-}
-
-type linkSweep struct{}
-
-// linkActor is the client's view of one node: it sends requests with a
-// reply subject of its own, matches replies, and tracks the node's health
+// link is the client's view of one node: it sends requests with a reply
+// subject of its own, matches replies, and tracks the node's health
 // (outstanding requests, smoothed round trip) so that a slow or dead node
 // costs a producer nothing but a refused send.
-type linkActor struct {
-	node    string
-	nc      *nats.Conn
-	cfg     LinkConfig
-	inbox   string
-	sub     *nats.Subscription
+//
+// It is a plain object, not an actor: a producer actor calls send from its
+// Receive, and the reply goes from the subscription's callback straight to
+// the producer's mailbox. (As an actor it cost two more mailbox hops per
+// shard, twelve per stripe, on the path of every ack.) mu guards pending;
+// results are always delivered as messages, never by calling back into
+// the sender.
+type link struct {
+	node  string
+	nc    *nats.Conn
+	cfg   LinkConfig
+	sys   *actor.ActorSystem
+	inbox string
+	sub   *nats.Subscription
+	done  chan struct{}
+	wg    sync.WaitGroup
+
+	mu      sync.Mutex
 	seq     uint64
 	pending map[uint64]linkPending
 	rtt     time.Duration // EWMA
-	stop    func()
+	closed  bool
 }
 
-func newLinkActor(node string, nc *nats.Conn, cfg LinkConfig) *linkActor {
+// newLink subscribes to the link's reply inbox and starts its timeout sweeper.
+func newLink(sys *actor.ActorSystem, node string, nc *nats.Conn, cfg LinkConfig) (*link, error) {
 	if cfg.MaxInflight <= 0 {
 		cfg.MaxInflight = 4096
 	}
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = 5 * time.Second
 	}
-	return &linkActor{node: node, nc: nc, cfg: cfg, pending: make(map[uint64]linkPending)}
-}
-
-func (a *linkActor) Receive(ctx actor.Context) {
-	switch m := ctx.Message().(type) {
-	case *actor.Started:
-		a.start(ctx)
-	case *linkSend:
-		a.send(ctx, m)
-	case *linkReply:
-		a.reply(ctx, m)
-	case *linkSweep:
-		a.sweep(ctx)
-	case *actor.Stopping:
-		if a.sub != nil {
-			_ = a.sub.Unsubscribe()
-		}
-		if a.stop != nil {
-			a.stop()
-		}
-		for seq, p := range a.pending {
-			ctx.Send(p.replyTo, &LinkResult{Tag: p.tag, Err: fmt.Errorf("link to %s: %w", a.node, errStopped)})
-			delete(a.pending, seq)
-		}
-	}
-}
-
-func (a *linkActor) start(ctx actor.Context) {
-	a.inbox = a.nc.NewRespInbox()
-	self, sys := ctx.Self(), ctx.ActorSystem()
-	sub, err := a.nc.Subscribe(a.inbox+".*", func(m *nats.Msg) {
-		i := strings.LastIndexByte(m.Subject, '.')
-		seq, perr := strconv.ParseUint(m.Subject[i+1:], 10, 64)
-		if perr == nil {
-			sys.Root.Send(self, &linkReply{seq: seq, msg: m})
-		}
-	})
+	l := &link{node: node, nc: nc, cfg: cfg, sys: sys, pending: make(map[uint64]linkPending), done: make(chan struct{})}
+	l.inbox = nc.NewRespInbox()
+	sub, err := nc.Subscribe(l.inbox+".*", l.onReply)
 	if err != nil {
-		panic(fmt.Errorf("link to %s: subscribe: %w", a.node, err)) // supervisor restarts the link
+		return nil, fmt.Errorf("link to %s: subscribe: %w", node, err)
 	}
-	a.sub = sub
-	t := time.NewTicker(a.cfg.Timeout / 4)
-	done := make(chan struct{})
-	go func() {
-		for {
-			select {
-			case <-t.C:
-				sys.Root.Send(self, &linkSweep{})
-			case <-done:
-				t.Stop()
-				return
-			}
+	l.sub = sub
+	l.wg.Add(1)
+	go l.sweeper()
+	return l, nil
+}
+
+// send sends one request; its reply (or an error) reaches replyTo as a
+// *LinkResult carrying tag. Any goroutine may call it.
+func (l *link) send(subject string, data []byte, replyTo *actor.PID, tag any) {
+	l.mu.Lock()
+	if l.closed {
+		l.mu.Unlock()
+		l.sys.Root.Send(replyTo, &LinkResult{Tag: tag, Err: fmt.Errorf("link to %s: %w", l.node, errStopped)})
+		return
+	}
+	if len(l.pending) >= l.cfg.MaxInflight {
+		n := len(l.pending)
+		l.mu.Unlock()
+		l.sys.Root.Send(replyTo, &LinkResult{Tag: tag, Err: fmt.Errorf("link to %s: %w (%d outstanding)", l.node, ErrLinkSaturated, n)})
+		return
+	}
+	l.seq++
+	seq := l.seq
+	// Pending before publishing: the reply may come back before Publish returns.
+	l.pending[seq] = linkPending{replyTo: replyTo, tag: tag, sent: time.Now()}
+	l.mu.Unlock()
+	if err := l.nc.PublishRequest(subject, l.inbox+"."+strconv.FormatUint(seq, 10), data); err != nil {
+		if p, ok := l.take(seq); ok {
+			l.sys.Root.Send(p.replyTo, &LinkResult{Tag: p.tag, Err: fmt.Errorf("link to %s: %w", l.node, err)})
 		}
-	}()
-	a.stop = func() { close(done) }
+	}
 }
 
-func (a *linkActor) send(ctx actor.Context, m *linkSend) {
-	if len(a.pending) >= a.cfg.MaxInflight {
-		ctx.Send(m.ReplyTo, &LinkResult{Tag: m.Tag, Err: fmt.Errorf("link to %s: %w (%d outstanding)", a.node, ErrLinkSaturated, len(a.pending))})
-		return
+// take removes and returns the pending request seq, if it is still pending.
+func (l *link) take(seq uint64) (linkPending, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	p, ok := l.pending[seq]
+	if ok {
+		delete(l.pending, seq)
 	}
-	a.seq++
-	if err := a.nc.PublishRequest(m.Subject, a.inbox+"."+strconv.FormatUint(a.seq, 10), m.Data); err != nil {
-		ctx.Send(m.ReplyTo, &LinkResult{Tag: m.Tag, Err: fmt.Errorf("link to %s: %w", a.node, err)})
-		return
-	}
-	a.pending[a.seq] = linkPending{replyTo: m.ReplyTo, tag: m.Tag, sent: time.Now()}
+	return p, ok
 }
 
-func (a *linkActor) reply(ctx actor.Context, m *linkReply) {
-	p, ok := a.pending[m.seq]
+// onReply runs on the subscription's goroutine.
+func (l *link) onReply(m *nats.Msg) {
+	i := strings.LastIndexByte(m.Subject, '.')
+	seq, err := strconv.ParseUint(m.Subject[i+1:], 10, 64)
+	if err != nil {
+		return
+	}
+	p, ok := l.take(seq)
 	if !ok {
 		return // timed out already
 	}
-	delete(a.pending, m.seq)
 	rtt := time.Since(p.sent)
-	a.rtt = (a.rtt*7 + rtt) / 8
-	res := &LinkResult{Tag: p.tag, Data: m.msg.Data, RTT: rtt}
-	if len(m.msg.Data) == 0 && m.msg.Header.Get("Status") == "503" {
-		res.Data, res.Err = nil, fmt.Errorf("node %s: %w", a.node, ErrNoResponders)
+	l.mu.Lock()
+	l.rtt = (l.rtt*7 + rtt) / 8
+	l.mu.Unlock()
+	res := &LinkResult{Tag: p.tag, Data: m.Data, RTT: rtt}
+	if len(m.Data) == 0 && m.Header.Get("Status") == "503" {
+		res.Data, res.Err = nil, fmt.Errorf("node %s: %w", l.node, ErrNoResponders)
 	}
-	ctx.Send(p.replyTo, res)
+	l.sys.Root.Send(p.replyTo, res)
 }
 
-func (a *linkActor) sweep(ctx actor.Context) {
-	now := time.Now()
-	for seq, p := range a.pending {
-		if now.Sub(p.sent) >= a.cfg.Timeout {
-			delete(a.pending, seq)
-			ctx.Send(p.replyTo, &LinkResult{Tag: p.tag, Err: fmt.Errorf("node %s: %w after %v", a.node, ErrLinkTimeout, a.cfg.Timeout)})
+// sweeper reports requests without a reply after the link's timeout.
+func (l *link) sweeper() {
+	defer l.wg.Done()
+	t := time.NewTicker(l.cfg.Timeout / 4)
+	defer t.Stop()
+	for {
+		select {
+		case <-t.C:
+			l.sweep(time.Now())
+		case <-l.done:
+			return
 		}
+	}
+}
+
+func (l *link) sweep(now time.Time) {
+	var expired []linkPending
+	l.mu.Lock()
+	for seq, p := range l.pending {
+		if now.Sub(p.sent) >= l.cfg.Timeout {
+			delete(l.pending, seq)
+			expired = append(expired, p)
+		}
+	}
+	l.mu.Unlock()
+	for _, p := range expired {
+		l.sys.Root.Send(p.replyTo, &LinkResult{Tag: p.tag, Err: fmt.Errorf("node %s: %w after %v", l.node, ErrLinkTimeout, l.cfg.Timeout)})
+	}
+}
+
+// close unsubscribes, stops the sweeper and fails what is still pending.
+func (l *link) close() {
+	l.mu.Lock()
+	if l.closed {
+		l.mu.Unlock()
+		return
+	}
+	l.closed = true
+	pending := l.pending
+	l.pending = make(map[uint64]linkPending)
+	l.mu.Unlock()
+	_ = l.sub.Unsubscribe()
+	close(l.done)
+	l.wg.Wait()
+	for _, p := range pending {
+		l.sys.Root.Send(p.replyTo, &LinkResult{Tag: p.tag, Err: fmt.Errorf("link to %s: %w", l.node, errStopped)})
 	}
 }
 

@@ -214,8 +214,13 @@ func (a *producerActor) sendShards(ctx actor.Context, part int, s core.Send) {
 		size := shards[i].Size()
 		data := req.AppendHead(make([]byte, 0, req.HeadSize(size)+size), size)
 		data = shards[i].AppendTo(data)
-		ctx.Send(a.c.link(ens[i]), &linkSend{Subject: a.c.subjects.Slot(ens[i], a.topic.Name, uint32(part)),
-			Data: data, ReplyTo: ctx.Self(), Tag: shardTag{partition: part, id: s.ID, attempt: s.Attempt, node: i}})
+		tag := shardTag{partition: part, id: s.ID, attempt: s.Attempt, node: i}
+		l, err := a.c.link(ens[i])
+		if err != nil {
+			ctx.Send(ctx.Self(), &LinkResult{Tag: tag, Err: err})
+			continue
+		}
+		l.send(a.c.subjects.Slot(ens[i], a.topic.Name, uint32(part)), data, ctx.Self(), tag)
 	}
 }
 
