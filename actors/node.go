@@ -63,6 +63,7 @@ type Node struct {
 	system   *actor.ActorSystem
 	pool     *dispatchPool // the actors' goroutines (dispatch.go)
 	root     *actor.PID
+	parts    sync.Map // partKey -> *actor.PID of a partition actor (node_actor.go)
 	sub      *nats.Subscription // writes: raidq.<cluster>.slot.<node>.>
 	scanSub  *nats.Subscription // scans: raidq.<cluster>.scan.<node>.> (node_guard.go)
 	pending  atomic.Int64
@@ -289,6 +290,10 @@ func (n *Node) handle(m *nats.Msg) {
 		return
 	}
 	r.start = start
+	if pid, ok := n.parts.Load(partKey{r.topic.Name, r.partition}); ok {
+		n.system.Root.Send(pid.(*actor.PID), r)
+		return
+	}
 	n.system.Root.Send(n.root, r)
 }
 

@@ -2,7 +2,6 @@ package actors
 
 import (
 	"context"
-	"fmt"
 	"sync/atomic"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -12,24 +11,29 @@ import (
 
 // nodeActor is the top of a node's tree: it routes each request to the
 // partition actor of its (topic, partition), spawning it on first use.
+// It publishes each partition actor in Node.parts, through which the NATS
+// handler sends the requests that follow straight to it (one mailbox hop
+// fewer per shard). A partition actor lives as long as the node, and its
+// PID survives a supervisor restart, so a published PID never goes stale.
 type nodeActor struct {
 	node  *Node
-	parts map[string]*actor.PID
+	parts map[partKey]*actor.PID
 }
 
-func newNodeActor(n *Node) *nodeActor { return &nodeActor{node: n, parts: make(map[string]*actor.PID)} }
+func newNodeActor(n *Node) *nodeActor { return &nodeActor{node: n, parts: make(map[partKey]*actor.PID)} }
 
 func (a *nodeActor) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
 		a.node.spawnMaintenance(ctx) // repair, scrub, retention (repair.go)
 	case *slotRequest:
-		key := fmt.Sprintf("%s/%d", m.topic.Name, m.partition)
+		key := partKey{m.topic.Name, m.partition}
 		pid, ok := a.parts[key]
 		if !ok {
 			pid = ctx.Spawn(props(a.node.pool, func() actor.Actor { return newPartitionActor(a.node, m.topic.Name, m.partition) },
 				actor.WithSupervisor(restartStrategy())))
 			a.parts[key] = pid
+			a.node.parts.Store(key, pid)
 		}
 		ctx.Send(pid, m)
 	case *drain:

@@ -149,6 +149,7 @@ type maintenance struct {
 	targetsRun   time.Time // repair goroutine only
 }
 
+// partKey names a (topic, partition) on this node.
 type partKey struct {
 	topic     string
 	partition uint32
