@@ -63,7 +63,7 @@ type Node struct {
 	system   *actor.ActorSystem
 	pool     *dispatchPool // the actors' goroutines (dispatch.go)
 	root     *actor.PID
-	parts    sync.Map // partKey -> *actor.PID of a partition actor (node_actor.go)
+	parts    sync.Map           // partKey -> *actor.PID of a partition actor (node_actor.go)
 	sub      *nats.Subscription // writes: raidq.<cluster>.slot.<node>.>
 	scanSub  *nats.Subscription // scans: raidq.<cluster>.scan.<node>.> (node_guard.go)
 	pending  atomic.Int64

@@ -20,7 +20,9 @@ type nodeActor struct {
 	parts map[partKey]*actor.PID
 }
 
-func newNodeActor(n *Node) *nodeActor { return &nodeActor{node: n, parts: make(map[partKey]*actor.PID)} }
+func newNodeActor(n *Node) *nodeActor {
+	return &nodeActor{node: n, parts: make(map[partKey]*actor.PID)}
+}
 
 func (a *nodeActor) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
