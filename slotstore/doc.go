@@ -33,6 +33,11 @@
 //     (fsync failure is not retryable: the page cache may already be gone).
 //   - The incarnation is written with Sync when a data directory is created,
 //     even with NoSync, before Open returns.
+//   - With fsync on, LevelDB's journal is written over a file that is already
+//     full of zeros and synced with fdatasync (prealloc.go): the sync then
+//     flushes data only, with no file-system metadata commit per group. The
+//     file gets its journal name (and the directory is fsynced) before
+//     LevelDB writes a record into it.
 //
 // MemStore is an in-memory Store with the same semantics, plus Hold,
 // Release, Crash and FailNextWrite so tests can lose exactly the writes
