@@ -61,7 +61,9 @@ const spareName = "raidq-journal.spare"
 
 // newPreallocStorage opens the file storage in dir and fills the first
 // spare of size bytes before it returns. A spare left by an earlier
-// process is replaced: a crash may have cut it short.
+// process is replaced: a crash may have cut it short. If the spare cannot
+// be written (a full disk), the store still opens, with appended journals,
+// and says so: refusing to start over a speed-up would help no one.
 func newPreallocStorage(dir string, size int64, log *slog.Logger) (*preallocStorage, error) {
 	inner, err := storage.OpenFile(dir, false)
 	if err != nil {
@@ -69,8 +71,9 @@ func newPreallocStorage(dir string, size int64, log *slog.Logger) (*preallocStor
 	}
 	s := &preallocStorage{Storage: inner, dir: dir, size: size, log: log}
 	if err := s.writeSpare(); err != nil {
-		inner.Close()
-		return nil, fmt.Errorf("prepare journal spare: %w", err)
+		os.Remove(filepath.Join(dir, spareName))
+		log.Warn("slotstore: journal spare not made; journals are appended (slower fsync)", "dir", dir, "err", err)
+		return s, nil
 	}
 	s.ready = true
 	return s, nil

@@ -154,3 +154,23 @@ func TestPreallocJournalDamagedMidway(t *testing.T) {
 	_, err = Open(crashed, quiet())
 	wantErr(t, err, ErrCorrupt)
 }
+
+// TestPreallocSpareUnwritable: a spare that cannot be written (here its
+// name is taken by a directory; in life, a full disk) does not stop the
+// store from opening: journals are appended, as without preallocation.
+func TestPreallocSpareUnwritable(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(dir, spareName, "x"), 0o750); err != nil {
+		t.Fatal(err)
+	}
+	s := openT(t, dir, quiet())
+	k := Key{"a", 1, 1}
+	put(t, s, k, testShard(t, 1, 1, 1024))
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s = openT(t, dir, quiet())
+	if _, err := s.Get(k); err != nil {
+		t.Fatalf("after reopen: %v", err)
+	}
+}
