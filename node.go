@@ -396,8 +396,11 @@ func (n *Node) startFanout() error {
 		return fmt.Errorf("node %s: fan-out client: %w", o.ID, err)
 	}
 	n.client = c
-	n.fanout, err = fanout.Start(fanout.Config{NodeID: o.ID, Cluster: o.Cluster, Conn: n.nc, Meta: n.meta,
-		Catalog: n.catalog, Client: c, Logger: o.Logger})
+	fc := fanout.Config{NodeID: o.ID, Cluster: o.Cluster, Conn: n.nc, Meta: n.meta, Catalog: n.catalog, Client: c, Logger: o.Logger}
+	if n.server != nil { // joined to another NATS system (--nats): no view of its interest, always publish
+		fc.Interest = n.server.Interest
+	}
+	n.fanout, err = fanout.Start(fc)
 	if err != nil {
 		return fmt.Errorf("node %s: fan-out: %w", o.ID, err)
 	}

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -187,10 +188,25 @@ func TestStartNodeThreeServerMesh(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
+	// A plain NATS subscriber on this server: the fan-out holders run on
+	// any of the three servers and must see its interest through routes
+	// (they idle while no one subscribes).
+	var fanned atomic.Int64
+	fsub, err := nc.Subscribe("raidq.mesh.deliver.orders.>", func(*nats.Msg) { fanned.Add(1) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fsub.Unsubscribe()
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
 	from := time.Now()
 	const total = 200
 	sendNumbered(ctx, t, c, "orders", total)
 	consumeNumbered(ctx, t, c, "orders", from, total)
+	waitFor(t, 20*time.Second, "the fan-out to deliver every record to a subscriber on another server", func() bool {
+		return fanned.Load() >= total
+	})
 
 	// Stop is graceful and idempotent.
 	stopStart := time.Now()

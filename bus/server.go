@@ -228,6 +228,13 @@ func (o ServerOptions) natsOptions() (*server.Options, error) {
 // NATS returns the underlying nats-server, for what this package does not wrap.
 func (s *Server) NATS() *server.Server { return s.ns }
 
+// Interest reports whether any client of the cluster (this server's or,
+// through routes, another's) subscribes to subject. raidq uses one NATS
+// account, so the global account's subscriptions are all of them.
+func (s *Server) Interest(subject string) bool {
+	return s.ns.GlobalAccount().SubscriptionInterest(subject)
+}
+
 // Options returns the options the server was started with.
 func (s *Server) Options() ServerOptions { return s.opts }
 

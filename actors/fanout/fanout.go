@@ -72,6 +72,10 @@ type Config struct {
 	// every batch, so a reader catching up never races ahead of the server.
 	FlushEvery int
 	FlushBytes int
+	// Interest, when set, says whether anyone subscribes to a deliver
+	// subject; while no one does, the lease holder keeps the lease but
+	// runs no reader (hold.go). Nil: always publish.
+	Interest func(subject string) bool
 }
 
 // LeaseName is the KV lease of one partition's fan-out.
@@ -239,7 +243,8 @@ func (m *Manager) stop(kill bool) {
 type PartitionStatus struct {
 	Topic     string
 	Partition int
-	Holding   bool          // this node holds the lease and publishes
+	Holding   bool          // this node holds the lease (and publishes, unless Idle)
+	Idle      bool          // holding, but no one subscribes: no reader runs
 	Next      core.Position // next position to publish (while holding)
 	Published uint64        // records published by this node since start
 	Takeovers uint64        // times this node acquired the lease
@@ -254,6 +259,9 @@ func (m *Manager) Status() []PartitionStatus {
 		if p := j.cur.Load(); p != nil {
 			s.Holding = true
 			s.Next = p.flushedPos()
+		} else if pos := j.idle.Load(); pos != nil {
+			s.Holding, s.Idle = true, true
+			s.Next = *pos
 		}
 		out = append(out, s)
 	}
@@ -280,6 +288,7 @@ type job struct {
 	once      sync.Once
 	kill      atomic.Bool
 	cur       atomic.Pointer[publisher]
+	idle      atomic.Pointer[core.Position] // holding with no subscriber: where publishing would resume
 	published atomic.Uint64
 	takeovers atomic.Uint64
 }
@@ -359,61 +368,6 @@ func (j *job) run() {
 		}
 		if !j.sleep(jitter(j.ttl() / 3)) {
 			return
-		}
-	}
-}
-
-// hold publishes while the lease is this node's; it returns when the job
-// stops or the lease is lost.
-func (j *job) hold(l meta.Lease, rev uint64, acquired time.Time) {
-	from, err := decodePos(l.Data)
-	if err != nil {
-		j.log.Warn("fan-out lease holds a bad position; starting from the topic's creation", "data", string(l.Data), "err", err)
-	}
-	j.takeovers.Add(1)
-	p := newPublisher(j, from, acquired.Add(j.margin()))
-	j.cur.Store(p)
-	defer j.cur.Store(nil)
-	r, err := j.m.cfg.Client.NewReader(actors.ReaderConfig{Topic: j.k.topic, Partition: j.k.partition, From: from, Sink: p.sink})
-	if err != nil {
-		j.log.Warn("fan-out reader did not start", "err", err)
-		j.release(rev, from)
-		return
-	}
-	j.log.Info("fan-out lease acquired: publishing", "from", from.String(), "previous_holder", l.Holder)
-	t := time.NewTicker(j.ttl() / 3)
-	defer t.Stop()
-	for {
-		select {
-		case <-j.quit:
-			p.halt()
-			r.Close()
-			if !j.kill.Load() {
-				j.release(rev, p.flushedPos())
-			}
-			return
-		case <-p.lost:
-			p.halt()
-			r.Close()
-			j.log.Warn("fan-out stopped publishing", "why", p.why(), "next", p.flushedPos().String())
-			return
-		case <-t.C:
-			start := j.m.cfg.Now()
-			ctx, cancel := j.ctx()
-			nrev, err := j.m.cfg.Meta.RenewLease(ctx, j.lease, j.m.cfg.NodeID, j.ttl(), start, rev, encodePos(p.flushedPos()))
-			cancel()
-			switch {
-			case errors.Is(err, meta.ErrFenced):
-				p.halt()
-				r.Close()
-				j.log.Warn("fan-out lease taken by another node: stopped publishing", "next", p.flushedPos().String())
-				return
-			case err != nil:
-				j.log.Warn("renewing fan-out lease", "err", err)
-			default:
-				rev = nrev
-				p.extend(start.Add(j.margin()))
-			}
 		}
 	}
 }

@@ -121,8 +121,13 @@ func (e *env) client(name string) *actors.Client {
 
 // manager starts node's fan-out manager with its own connection and client.
 func (e *env) manager(node string, ttl time.Duration) *Manager {
+	return e.managerWith(node, ttl, nil)
+}
+
+// managerWith is manager with Config.Interest set to interest.
+func (e *env) managerWith(node string, ttl time.Duration, interest func(string) bool) *Manager {
 	m, err := Start(Config{NodeID: node, Cluster: cluster, Conn: e.conn("fanout-" + node), Meta: e.meta, Catalog: e.cat,
-		Client: e.client("fanout-client-" + node), Logger: e.log, LeaseTTL: ttl})
+		Client: e.client("fanout-client-" + node), Logger: e.log, LeaseTTL: ttl, Interest: interest})
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -482,4 +487,54 @@ func TestFanoutFencedRenewalStops(t *testing.T) {
 	e.waitFor("every record published after n0 took the lease back", 20*time.Second, func() bool { return col.distinct() >= len(all) })
 	dups := check(t, col, all)
 	t.Logf("%d replayed after the lease came back", dups)
+}
+
+// TestFanoutIdleWithoutSubscribers: with no subscriber the holder keeps
+// the lease but publishes nothing; a subscriber that arrives gets every
+// record produced after it subscribed; when it leaves, the holder idles
+// again.
+func TestFanoutIdleWithoutSubscribers(t *testing.T) {
+	e := newEnv(t, 1)
+	m := e.managerWith("n0", time.Second, e.srv.Interest)
+	idle := func() bool { st := m.Status(); return len(st) == 1 && st[0].Holding && st[0].Idle }
+	e.waitFor("the holder idles", 10*time.Second, idle)
+	c := e.client("producer")
+	e.produce(c, 0, 100)
+	if st := m.Status(); st[0].Published != 0 || !st[0].Idle {
+		t.Fatalf("published with no subscriber: %+v", st)
+	}
+
+	subj, _ := bus.NewSubjects(cluster)
+	nc := e.conn("late-subscriber")
+	col := &collector{}
+	sub, err := nc.Subscribe(subj.DeliverAll(topic), func(msg *nats.Msg) {
+		d, err := ParseMsg(msg)
+		col.add(got{d: d, hdr: msg.Header}, err)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := nc.Flush(); err != nil { // the server has the subscription
+		t.Fatal(err)
+	}
+	want := e.produce(c, 100, 300)
+	e.waitFor("every record sent after subscribing", 20*time.Second, func() bool {
+		seen := make(map[recID]bool)
+		for _, g := range col.snapshot() {
+			seen[recID{g.d.Stripe, g.d.Pos.Index}] = true
+		}
+		for _, s := range want {
+			if !seen[recID{s.stripe, s.pos.Index}] {
+				return false
+			}
+		}
+		return true
+	})
+	if st := m.Status(); st[0].Idle {
+		t.Fatalf("still idle with a subscriber: %+v", st)
+	}
+	if err := sub.Unsubscribe(); err != nil {
+		t.Fatal(err)
+	}
+	e.waitFor("the holder idles again", 10*time.Second, idle)
 }

@@ -2,6 +2,7 @@ package meta
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"sync"
 	"time"
@@ -36,7 +37,46 @@ const CatalogRefresh = 3 * time.Second
 
 // WatchCatalog loads every topic and keeps watching for changes until
 // Close. It returns once the initial values are loaded (or ctx ends).
+//
+// A watch started while the metadata stream has no leader (its server
+// just died and the rest are electing) can stay without its initial values
+// after the election: its consumer was never created. So a watch that has
+// not loaded within an attempt's wait (3 s, then doubling) is stopped and
+// a new one started, until ctx ends; the last error says how long it tried.
 func (s *Store) WatchCatalog(ctx context.Context) (*Catalog, error) {
+	start := time.Now()
+	wait := 3 * time.Second
+	for attempt := 1; ; attempt++ {
+		c, err := s.watchOnce()
+		if err != nil {
+			s.opts.Logger.Warn("metadata: starting the topic watch failed; trying again", "attempt", attempt, "err", err)
+			select {
+			case <-ctx.Done():
+				return nil, fmt.Errorf("topic catalog: %d watch attempts in %v, last: %w", attempt, time.Since(start).Round(time.Millisecond), err)
+			case <-time.After(500 * time.Millisecond):
+			}
+			continue
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-c.ready:
+			t.Stop()
+			return c, nil
+		case <-ctx.Done():
+			t.Stop()
+			c.Close()
+			return nil, fmt.Errorf("topic catalog not loaded after %d watch attempts in %v (is the metadata stream electing a leader?): %w",
+				attempt, time.Since(start).Round(time.Millisecond), ctx.Err())
+		case <-t.C:
+			c.Close()
+			s.opts.Logger.Warn("metadata: the topic watch has not loaded; starting it again", "attempt", attempt, "waited", wait)
+			wait *= 2
+		}
+	}
+}
+
+// watchOnce starts one catalog watch and its poll.
+func (s *Store) watchOnce() (*Catalog, error) {
 	wctx, cancel := context.WithCancel(context.Background())
 	w, err := s.meta.Watch(wctx, "topic.*")
 	if err != nil {
@@ -47,13 +87,7 @@ func (s *Store) WatchCatalog(ctx context.Context) (*Catalog, error) {
 		polled: make(chan struct{}), revs: make(map[string]uint64)}
 	go c.run(s)
 	go c.poll(wctx, s)
-	select {
-	case <-c.ready:
-		return c, nil
-	case <-ctx.Done():
-		c.Close()
-		return nil, ctx.Err()
-	}
+	return c, nil
 }
 
 func (c *Catalog) run(s *Store) {

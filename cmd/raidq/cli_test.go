@@ -86,6 +86,7 @@ func TestCLIProduceConsumeKillTwo(t *testing.T) {
 	}
 	var consErr strings.Builder
 	cons.Stderr = &consErr
+	consStart := time.Now()
 	if err := cons.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -94,6 +95,7 @@ func TestCLIProduceConsumeKillTwo(t *testing.T) {
 	if err := cons.Wait(); err != nil {
 		t.Fatalf("consume: %v\n%s", err, consErr.String())
 	}
+	t.Logf("consumed in %v; its log: %q", time.Since(consStart).Round(time.Millisecond), consErr.String())
 	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
 		got[line]++
 	}
