@@ -12,8 +12,9 @@
 //   - Get, Scan and Seal may be called by anyone (readers, repair, scrub).
 //     They see only writes that the committer has applied, never a write
 //     still waiting in the queue.
-//   - DropBefore is called by the retention loop only, and only below every
-//     seal, so no write can race it.
+//   - DropBefore is called by the retention loop only, and only for ranges
+//     older than now - D - margin, which owners no longer accept writes
+//     for (they are older than the accept window), so no write can race it.
 //   - Close is called once by the node on shutdown (later calls are no-ops).
 //
 // # What is durable before what

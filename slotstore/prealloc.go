@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"time"
 
 	"github.com/syndtr/goleveldb/leveldb/storage"
 )
@@ -70,7 +71,7 @@ func newPreallocStorage(dir string, size int64, log *slog.Logger) (*preallocStor
 		return nil, err
 	}
 	s := &preallocStorage{Storage: inner, dir: dir, size: size, log: log}
-	if err := s.writeSpare(); err != nil {
+	if err := s.writeSpare(0); err != nil {
 		os.Remove(filepath.Join(dir, spareName))
 		log.Warn("slotstore: journal spare not made; journals are appended (slower fsync)", "dir", dir, "err", err)
 		return s, nil
@@ -141,7 +142,7 @@ func (s *preallocStorage) startFillLocked() {
 // leaves no spare, and journals are appended until a fill succeeds.
 func (s *preallocStorage) fill() {
 	defer s.wg.Done()
-	err := s.writeSpare()
+	err := s.writeSpare(spareChunkPause)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.filling = false
@@ -157,8 +158,16 @@ func (s *preallocStorage) fill() {
 
 var errSpareClosed = errors.New("storage closed")
 
-// writeSpare writes spareName: zeros in 1 MiB writes, then fsync.
-func (s *preallocStorage) writeSpare() error {
+// spareChunkPause paces a background fill: after each 1 MiB of zeros the
+// filler syncs it and pauses, so that the spare never reaches the disk as
+// one 10 MiB burst in front of the fdatasyncs that acknowledgements wait
+// for. The nodes of an ensemble receive the same volume, so they rotate
+// their journals, and fill their spares, at about the same moment.
+const spareChunkPause = 5 * time.Millisecond
+
+// writeSpare writes spareName: zeros in 1 MiB writes, then fsync. With a
+// pause, each MiB is synced and followed by the pause (background fills).
+func (s *preallocStorage) writeSpare(pause time.Duration) error {
 	f, err := os.OpenFile(filepath.Join(s.dir, spareName), os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
 	if err != nil {
 		return err
@@ -174,6 +183,12 @@ func (s *preallocStorage) writeSpare() error {
 		}
 		if _, err := f.Write(zeros[:min(int64(len(zeros)), s.size-n)]); err != nil {
 			return err
+		}
+		if pause > 0 {
+			if err := fdatasync(f); err != nil {
+				return err
+			}
+			time.Sleep(pause)
 		}
 	}
 	return f.Sync()
