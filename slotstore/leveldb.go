@@ -273,13 +273,20 @@ func (s *levelStore) Incarnation() Incarnation { return s.inc }
 // DiskBytes sums the sizes of the files in the data directory.
 func (s *levelStore) DiskBytes() int64 {
 	var total int64
-	filepath.WalkDir(s.dir, func(_ string, d fs.DirEntry, err error) error {
-		if err == nil && d.Type().IsRegular() {
-			if info, err := d.Info(); err == nil {
-				total += info.Size()
+	filepath.WalkDir(s.dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || !d.Type().IsRegular() {
+			return nil // files come and go under compaction: count what is there
+		}
+		if s.stor != nil {
+			if n, ok := s.stor.dataBytes(path); ok { // preallocated zeros are not data
+				total += n
+				return nil
 			}
 		}
-		return nil // files come and go under compaction: count what is there
+		if info, err := d.Info(); err == nil {
+			total += info.Size()
+		}
+		return nil
 	})
 	return total
 }

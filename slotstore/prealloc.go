@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/syndtr/goleveldb/leveldb/storage"
@@ -48,6 +49,8 @@ type preallocStorage struct {
 	dir  string
 	size int64 // bytes of zeros in a spare
 	log  *slog.Logger
+
+	active sync.Map // journal path -> *preallocWriter still open (its zeros are not data)
 
 	mu      sync.Mutex
 	ready   bool // spareName holds size zero bytes, fsynced
@@ -117,7 +120,22 @@ func (s *preallocStorage) takeSpare(fd storage.FileDesc) (storage.Writer, error)
 		os.Remove(path)
 		return nil, err
 	}
-	return &preallocWriter{f: f, s: s}, nil
+	w := &preallocWriter{f: f, s: s, path: path}
+	s.active.Store(path, w)
+	return w, nil
+}
+
+// dataBytes is what the file at path holds that is not preallocation:
+// 0 for the spare, the bytes written for an open pre-zeroed journal, and
+// ok=false (use the file's size) for anything else.
+func (s *preallocStorage) dataBytes(path string) (int64, bool) {
+	if filepath.Base(path) == spareName {
+		return 0, true
+	}
+	if w, ok := s.active.Load(path); ok {
+		return w.(*preallocWriter).n.Load(), true
+	}
+	return 0, false
 }
 
 // kick starts filling the next spare; a journal calls it once it is a
@@ -214,14 +232,15 @@ func (s *preallocStorage) Close() error {
 type preallocWriter struct {
 	f      *os.File
 	s      *preallocStorage
-	n      int64 // bytes written
+	path   string
+	n      atomic.Int64 // bytes written (read by DiskBytes)
 	kicked bool
 }
 
 func (w *preallocWriter) Write(p []byte) (int, error) {
 	n, err := w.f.Write(p)
-	w.n += int64(n)
-	if !w.kicked && w.n > w.s.size/4 {
+	written := w.n.Add(int64(n))
+	if !w.kicked && written > w.s.size/4 {
 		w.kicked = true
 		w.s.kick()
 	}
@@ -233,7 +252,8 @@ func (w *preallocWriter) Sync() error { return fdatasync(w.f) }
 // Close cuts the zeros off the journal (they were never part of it; the
 // cut need not be durable) and closes it.
 func (w *preallocWriter) Close() error {
-	terr := w.f.Truncate(w.n)
+	terr := w.f.Truncate(w.n.Load())
+	w.s.active.Delete(w.path)
 	if err := w.f.Close(); err != nil {
 		return err
 	}

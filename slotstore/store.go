@@ -138,7 +138,8 @@ type Store interface {
 	ApproxBytes(topic string, partition uint32, from, to uint64) (int64, error)
 	// Incarnation returns this data directory's incarnation.
 	Incarnation() Incarnation
-	// DiskBytes returns the bytes the store uses on disk (0 for MemStore).
+	// DiskBytes returns the bytes the store holds on disk: its files' sizes,
+	// less the zeros of preallocated journals (0 for MemStore).
 	DiskBytes() int64
 	// Close flushes the queue (every queued done runs), stops the
 	// committer and closes the database. Later calls to Close return nil;
