@@ -538,3 +538,30 @@ func TestFanoutIdleWithoutSubscribers(t *testing.T) {
 	}
 	e.waitFor("the holder idles again", 10*time.Second, idle)
 }
+
+// TestFanoutPublishFailureEndsHolding: when publishing fails (here the
+// manager's connection is closed), the holding ends cleanly and the
+// manager still stops.
+func TestFanoutPublishFailureEndsHolding(t *testing.T) {
+	e := newEnv(t, 1)
+	col := e.subscribe()
+	pubConn, err := e.srv.Connect("fanout-n0-closing")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := Start(Config{NodeID: "n0", Cluster: cluster, Conn: pubConn, Meta: e.meta, Catalog: e.cat,
+		Client: e.client("fanout-client-n0"), Logger: e.log, LeaseTTL: time.Second, Interest: e.srv.Interest})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := e.client("producer")
+	want := e.produce(c, 0, 50)
+	e.waitFor("the first records published", 20*time.Second, func() bool { return col.distinct() >= len(want) })
+	pubConn.Close()
+	e.produce(c, 50, 100)
+	e.waitFor("the holding to end", 20*time.Second, func() bool {
+		st := m.Status()
+		return len(st) == 1 && st[0].Takeovers >= 2 // it ended, and the job took the lease again
+	})
+	m.Stop()
+}

@@ -35,6 +35,7 @@ func (j *job) hold(l meta.Lease, rev uint64, acquired time.Time) {
 		j.log.Warn("fan-out lease holds a bad position; starting from the topic's creation", "data", string(l.Data), "err", err)
 	}
 	j.takeovers.Add(1)
+	j.log.Info("fan-out lease acquired", "from", from.String(), "previous_holder", l.Holder)
 	h := &holding{j: j, pos: from, deadline: acquired.Add(j.margin())}
 	defer h.idleEnd()
 	if !h.follow() {
@@ -58,8 +59,9 @@ func (j *job) hold(l meta.Lease, rev uint64, acquired time.Time) {
 			}
 			return
 		case <-h.lost():
+			why := h.p.why()
 			h.stopReader()
-			j.log.Warn("fan-out stopped publishing", "why", h.p.why(), "next", h.position().String())
+			j.log.Warn("fan-out stopped publishing", "why", why, "next", h.position().String())
 			return
 		case <-check:
 			if !h.follow() {
