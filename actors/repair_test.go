@@ -542,10 +542,12 @@ func TestRepairScrubCorrupt(t *testing.T) {
 		b, err := c.nodes[victim].store.Get(key)
 		return err == nil && bytes.Equal(b, orig)
 	})
-	st := c.nodes[victim].node.Stats().Snapshot()
-	if st.ScrubCorrupt < 1 || st.ShardsRepaired < 1 {
-		t.Fatalf("scrub found %d corrupt, repaired %d", st.ScrubCorrupt, st.ShardsRepaired)
-	}
+	// The counters move after the write is applied (when repair hears its
+	// commit), so they may trail the store by a moment.
+	waitUntil(t, 10*time.Second, "the scrub and repair counters", func() bool {
+		st := c.nodes[victim].node.Stats().Snapshot()
+		return st.ScrubCorrupt >= 1 && st.ShardsRepaired >= 1
+	})
 }
 
 // TestRepairRacesLateOriginal: a repair write and the producer's own
