@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 
@@ -38,13 +39,20 @@ type levelStore struct {
 // Damage before the tail is refused by checkJournals instead.
 // The write buffer holds two full groups, so that a group goes through the
 // journal rather than goleveldb's large-batch path (one table per write).
+//
+// Each store adds a random quarter to its write buffer. The nodes of an
+// ensemble receive the same bytes, so with equal buffers they would all
+// flush a memtable to disk (an 8 MiB write and fsync each), rotate their
+// journals and refill their spares at the same moment, and the acks'
+// fdatasyncs would queue behind six flushes at once.
 func dbOptions(o Options) *opt.Options {
+	wb := max(opt.DefaultWriteBuffer, 2*o.MaxBatchBytes)
 	return &opt.Options{
 		Strict: opt.StrictManifest | opt.StrictJournalChecksum | opt.StrictBlockChecksum |
 			opt.StrictCompaction | opt.StrictReader,
 		Filter:         filter.NewBloomFilter(10),
 		ErrorIfMissing: false,
-		WriteBuffer:    max(opt.DefaultWriteBuffer, 2*o.MaxBatchBytes),
+		WriteBuffer:    wb + rand.IntN(wb/4+1),
 	}
 }
 
