@@ -134,13 +134,14 @@ func TestStartNodeThreeServerMesh(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	members, err := nodes[0].Meta().Members(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(members) != servers {
-		t.Fatalf("members %+v, want %d", members, servers)
-	}
+	// A KV read may be served by a replica a moment behind the last
+	// member's first heartbeat, so wait for all three.
+	var members []meta.Member
+	waitFor(t, 10*time.Second, "every member record", func() bool {
+		var err error
+		members, err = nodes[0].Meta().Members(ctx)
+		return err == nil && len(members) == servers
+	})
 	for _, m := range members {
 		if m.ClientURL == "" || m.Incarnation == "" || m.Started == 0 || m.Heartbeat < m.Started {
 			t.Errorf("incomplete member record %+v", m)
