@@ -70,20 +70,8 @@ func stripesBelowN(t *testing.T, lc *raidq.LocalCluster, topic string) (belowN, 
 // stripe its n shards again within a bounded time.
 func TestLocalClusterRepairAfterKill(t *testing.T) {
 	log := testlog.New(t, slog.LevelWarn)
-	lc, err := raidq.StartLocalCluster(raidq.LocalClusterConfig{Dir: t.TempDir(), Logger: log,
-		Repair: actors.RepairConfig{Interval: 100 * time.Millisecond, Window: time.Minute, Margin: 200 * time.Millisecond}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer lc.Close()
-	if err := lc.CreateTopic("orders", 2, raidq.DefaultParams()); err != nil {
-		t.Fatal(err)
-	}
-	c, err := lc.Connect()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	lc, c := startLocal(t, raidq.LocalClusterConfig{Logger: log,
+		Repair: actors.RepairConfig{Interval: 100 * time.Millisecond, Window: time.Minute, Margin: 200 * time.Millisecond}}, 2)
 	const down = 2
 	if err := lc.KillNode(down); err != nil {
 		t.Fatal(err)

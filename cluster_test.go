@@ -18,19 +18,7 @@ import (
 // mid-run; every acknowledged message is consumed back.
 func TestClusterKillTwoLosesNothing(t *testing.T) {
 	log := testlog.New(t, slog.LevelWarn)
-	lc, err := raidq.StartLocalCluster(raidq.LocalClusterConfig{Dir: t.TempDir(), Logger: log})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer lc.Close()
-	if err := lc.CreateTopic("orders", 2, raidq.DefaultParams()); err != nil {
-		t.Fatal(err)
-	}
-	c, err := lc.Connect()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	lc, c := startLocal(t, raidq.LocalClusterConfig{Logger: log}, 2)
 	start := time.Now()
 	p, err := c.Producer("orders")
 	if err != nil {
@@ -91,4 +79,29 @@ func TestClusterKillTwoLosesNothing(t *testing.T) {
 			t.Errorf("%s delivered %d times", v, n)
 		}
 	}
+}
+
+// startLocal starts an in-process cluster from cfg (in a test directory
+// when cfg.Dir is empty), creates the topic "orders" with the given
+// partitions and default parameters, and connects a client. Both are
+// closed when the test ends.
+func startLocal(t *testing.T, cfg raidq.LocalClusterConfig, partitions int) (*raidq.LocalCluster, *raidq.Client) {
+	t.Helper()
+	if cfg.Dir == "" {
+		cfg.Dir = t.TempDir()
+	}
+	lc, err := raidq.StartLocalCluster(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(lc.Close)
+	if err := lc.CreateTopic("orders", partitions, raidq.DefaultParams()); err != nil {
+		t.Fatal(err)
+	}
+	c, err := lc.Connect()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	return lc, c
 }

@@ -17,19 +17,7 @@ import (
 // during the outage is acked once a node is back; without one the send
 // fails after its 16 attempts, naming the nodes.
 func TestDeliveryTimeout(t *testing.T) {
-	lc, err := raidq.StartLocalCluster(raidq.LocalClusterConfig{Dir: t.TempDir(), Logger: testlog.New(t, slog.LevelError), NoSync: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer lc.Close()
-	if err := lc.CreateTopic("orders", 1, raidq.DefaultParams()); err != nil {
-		t.Fatal(err)
-	}
-	c, err := lc.Connect()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	lc, c := startLocal(t, raidq.LocalClusterConfig{Logger: testlog.New(t, slog.LevelError), NoSync: true}, 1)
 	for _, i := range []int{1, 3, 5} {
 		if err := lc.KillNode(i); err != nil {
 			t.Fatal(err)

@@ -74,19 +74,7 @@ func cmpErr(first, err error) error {
 // come back when it restarts.
 func TestClusterMetrics(t *testing.T) {
 	reg := prometheus.NewRegistry()
-	lc, err := raidq.StartLocalCluster(raidq.LocalClusterConfig{Dir: t.TempDir(), Logger: testlog.New(t, slog.LevelWarn), Metrics: reg})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer lc.Close()
-	if err := lc.CreateTopic("orders", 2, raidq.DefaultParams()); err != nil {
-		t.Fatal(err)
-	}
-	c, err := lc.Connect()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	lc, c := startLocal(t, raidq.LocalClusterConfig{Logger: testlog.New(t, slog.LevelWarn), Metrics: reg}, 2)
 	start := time.Now()
 	const total = 300
 	produceN(t, c, "orders", total)
