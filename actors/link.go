@@ -137,12 +137,14 @@ func (l *link) onReply(m *nats.Msg) {
 	if err != nil {
 		return
 	}
-	p, ok := l.take(seq)
+	l.mu.Lock()
+	p, ok := l.pending[seq]
 	if !ok {
+		l.mu.Unlock()
 		return // timed out already
 	}
+	delete(l.pending, seq)
 	rtt := time.Since(p.sent)
-	l.mu.Lock()
 	l.rtt = (l.rtt*7 + rtt) / 8
 	l.mu.Unlock()
 	res := &LinkResult{Tag: p.tag, Data: m.Data, RTT: rtt}
