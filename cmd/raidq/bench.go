@@ -117,6 +117,7 @@ numbers compare the two systems under the same load, nothing more.`,
 	f.DurationVar(&cfg.Settle, "settle", 3*time.Second, "pause between the warm-up and the measured workload")
 	f.StringVar(&linger, "linger", "", "raidq producer linger (default: the producer's)")
 	f.IntVar(&pipeline, "pipeline", 0, "raidq producer: stripes awaiting their ack before new batches linger (0: default; -1: always linger)")
+	f.BoolVar(&cfg.DiskProbe, "disk-probe", true, "with fsync on: first measure lock-step write+fdatasync of 1, 3 and 6 writers on the data directory's disk (the ceiling this machine sets)")
 	f.BoolVar(&direct, "direct", true, "raidq client: reach each node through its own NATS server (false: through the server the client connects to)")
 	f.BoolVar(&asJSON, "json", false, `print {"raidq": {...}, "jetstream": {...}, "ratio": {...}}`)
 	f.StringVar(&jsonFile, "json-file", "", "also write the JSON report to this file")

@@ -77,6 +77,11 @@ type Config struct {
 	// (client-<system>.pprof) and every server process (<cmd>-<pid>.pprof).
 	ProfileDir string
 
+	// DiskProbe measures, before the workloads and with fsync on, what
+	// the disk alone allows for lock-step fdatasyncs of 1, 3 and 6
+	// writers (DiskProbe): the ceiling the run is under on this machine.
+	DiskProbe bool
+
 	// Direct: the raidq client reaches each node through the node's own
 	// NATS server (raidq.WithDirectNodes).
 	Direct bool
@@ -149,7 +154,9 @@ type Report struct {
 	RaidqHealthy *Result            `json:"raidq_healthy,omitempty"`
 	JetStream    *Result            `json:"jetstream,omitempty"`
 	Ratio        map[string]float64 `json:"ratio,omitempty"`
-	Workload     WorkloadInfo       `json:"workload"`
+	// Disk is the disk probe (Config.DiskProbe): 1, 3 and 6 writers.
+	Disk     []DiskProbe  `json:"disk_probe,omitempty"`
+	Workload WorkloadInfo `json:"workload"`
 }
 
 // WorkloadInfo repeats the workload's parameters in the report.
@@ -202,6 +209,11 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		r.Workload.SlowMs = cfg.SlowDelay.Milliseconds()
 	}
 	var err error
+	if cfg.DiskProbe && cfg.Fsync {
+		if r.Disk, err = probeDisks(&cfg, dir); err != nil {
+			return nil, err
+		}
+	}
 	if !cfg.JetStreamOnly && cfg.Slow > 0 {
 		hc := cfg
 		hc.Slow, hc.Kill = 0, 0
@@ -234,6 +246,45 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		r.Ratio["slow_p99_vs_healthy"] = math.Round(r.Raidq.AckP99Ms/r.RaidqHealthy.AckP99Ms*1000) / 1000
 	}
 	return r, nil
+}
+
+// DiskPaceMsgsS is the 6-writer disk probe's rounds per second times
+// raidq's records per stripe: what raidq would reach if its nodes cost no
+// CPU and the disk, shared by all six on this machine, were the only
+// limit (0 without a probe or a raidq result). A stripe needs six
+// write+fdatasync pairs, and this machine's one disk performs them one at
+// a time; on one machine per node they would run in parallel.
+func (r *Report) DiskPaceMsgsS() float64 {
+	if len(r.Disk) == 0 || r.Raidq == nil || r.Raidq.RecordsPerStripe == 0 {
+		return 0
+	}
+	p := r.Disk[len(r.Disk)-1]
+	if p.Writers != 6 {
+		return 0
+	}
+	return p.RoundsPerS * r.Raidq.RecordsPerStripe
+}
+
+// probeDisks runs the disk probe for 1 writer, 3 (JetStream R3, quorum 2)
+// and 6 (raidq 4+2, W=4), each writing one raidq shard of this workload's
+// stripes per round.
+func probeDisks(cfg *Config, dir string) ([]DiskProbe, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	recs := cfg.Publishers * cfg.Window
+	shard := (recs*(cfg.Size+16)+3)/4 + 64
+	shard = min(shard, probeFileBytes/4)
+	var out []DiskProbe
+	for _, s := range []struct{ w, need int }{{1, 1}, {3, 2}, {6, 4}} {
+		p, err := probeDisk(dir, s.w, s.need, shard, 400)
+		if err != nil {
+			return nil, err
+		}
+		cfg.logf("disk probe: %s", p)
+		out = append(out, p)
+	}
+	return out, nil
 }
 
 // measure runs the workload against t, sampling the server processes and
@@ -397,6 +448,13 @@ func (r *Report) PrintTable(w io.Writer) {
 		})
 	}
 	tw.Flush()
+	for _, p := range r.Disk {
+		fmt.Fprintf(w, "disk alone: %s\n", p)
+	}
+	if c := r.DiskPaceMsgsS(); c > 0 {
+		fmt.Fprintf(w, "raidq at the disk's pace: %.0f rounds/s of 6 writers × %.1f records per stripe = %.0f msgs/s, with no CPU work at all\n",
+			r.Disk[len(r.Disk)-1].RoundsPerS, r.Raidq.RecordsPerStripe, c)
+	}
 	if v, ok := r.Ratio["slow_p99_vs_healthy"]; ok {
 		fmt.Fprintf(w, "raidq ack p99 with %d slow nodes / healthy: %.2fx\n", wl.Slow, v)
 	}

@@ -1,0 +1,28 @@
+package bench
+
+import (
+	"os"
+	"testing"
+)
+
+func TestProbeDisk(t *testing.T) {
+	dir := t.TempDir()
+	p, err := probeDisk(dir, 3, 2, 5000, 20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Writers != 3 || p.Needed != 2 || p.Rounds != 20 || p.RoundsPerS <= 0 {
+		t.Fatalf("probe %+v", p)
+	}
+	if p.NeededP50Ms <= 0 || p.AllP50Ms < p.NeededP50Ms {
+		t.Fatalf("completion times %+v: the needed one must come first", p)
+	}
+	if left, _ := os.ReadDir(dir); len(left) != 0 {
+		t.Fatalf("probe left %d files behind", len(left))
+	}
+	for _, bad := range [][4]int{{0, 1, 10, 1}, {3, 4, 10, 1}, {3, 2, 0, 1}, {3, 2, 10, 0}, {3, 2, probeFileBytes + 1, 1}} {
+		if _, err := probeDisk(dir, bad[0], bad[1], bad[2], bad[3]); err == nil {
+			t.Errorf("probeDisk%v: no error", bad)
+		}
+	}
+}
