@@ -19,7 +19,7 @@ func benchCmd() *cobra.Command {
 	var cfg bench.Config
 	var vs, out, prefix, linger, jsonFile string
 	var asJSON, quiet, direct bool
-	var pipeline int
+	var pipeline, repeat int
 	cmd := &cobra.Command{
 		Use:   "bench",
 		Short: "Benchmark raidq node processes, side by side with NATS JetStream (--vs jetstream)",
@@ -50,6 +50,9 @@ numbers compare the two systems under the same load, nothing more.`,
 			default:
 				return fmt.Errorf("--vs %q: only jetstream is supported", vs)
 			}
+			if repeat < 1 {
+				return fmt.Errorf("--repeat %d: must be >= 1", repeat)
+			}
 			if pipeline != 0 {
 				cfg.ProducerOptions = append(cfg.ProducerOptions, raidq.WithPipeline(pipeline))
 			}
@@ -72,30 +75,18 @@ numbers compare the two systems under the same load, nothing more.`,
 			fmt.Fprintln(os.Stderr, "raidq bench runs its servers without authentication, listening on 127.0.0.1 only")
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 			defer stop()
+			if repeat > 1 {
+				return benchSeries(ctx, cmd, cfg, repeat, benchOutput{out, prefix, jsonFile, asJSON})
+			}
 			r, err := bench.Run(ctx, cfg)
 			if err != nil {
 				return err
 			}
-			if out != "" {
-				files, err := r.WriteCharts(out, prefix)
-				if err != nil {
-					return err
-				}
-				fmt.Fprintln(os.Stderr, "charts:", strings.Join(files, " "))
-			}
-			if jsonFile != "" {
-				b, err := json.MarshalIndent(r, "", "  ")
-				if err != nil {
-					return err
-				}
-				if err := os.WriteFile(jsonFile, append(b, '\n'), 0o644); err != nil {
-					return err
-				}
+			if err := writeBenchFiles(r, benchOutput{out, prefix, jsonFile, asJSON}, r); err != nil {
+				return err
 			}
 			if asJSON {
-				enc := json.NewEncoder(cmd.OutOrStdout())
-				enc.SetIndent("", "  ")
-				return enc.Encode(r)
+				return encodeJSON(cmd, r)
 			}
 			r.PrintTable(cmd.OutOrStdout())
 			return nil
@@ -118,6 +109,8 @@ numbers compare the two systems under the same load, nothing more.`,
 	f.StringVar(&linger, "linger", "", "raidq producer linger (default: the producer's)")
 	f.IntVar(&pipeline, "pipeline", 0, "raidq producer: stripes awaiting their ack before new batches linger (0: default; -1: always linger)")
 	f.BoolVar(&cfg.DiskProbe, "disk-probe", true, "with fsync on: first measure lock-step write+fdatasync of 1, 3 and 6 writers on the data directory's disk (the ceiling this machine sets)")
+	f.IntVar(&repeat, "repeat", 1, "run the whole comparison this many times and print the median, min and max of every ratio (charts get -<run> in their prefix; the JSON becomes {\"runs\": [...], \"ratio\": {...}})")
+	f.IntVar(&cfg.ServerProcs, "gomaxprocs", 0, "GOMAXPROCS of every server process, raidq's and JetStream's (0: Go's default, one per CPU)")
 	f.BoolVar(&direct, "direct", true, "raidq client: reach each node through its own NATS server (false: through the server the client connects to)")
 	f.BoolVar(&asJSON, "json", false, `print {"raidq": {...}, "jetstream": {...}, "ratio": {...}}`)
 	f.StringVar(&jsonFile, "json-file", "", "also write the JSON report to this file")
@@ -131,4 +124,64 @@ numbers compare the two systems under the same load, nothing more.`,
 	f.StringVar(&cfg.NodeBinary, "node-binary", "", "run the raidq nodes from this binary (another build, for before/after)")
 	_ = f.MarkHidden("node-binary")
 	return cmd
+}
+
+// benchOutput is where a bench run's results go besides the table.
+type benchOutput struct {
+	out, prefix, jsonFile string
+	asJSON                bool
+}
+
+// writeBenchFiles writes r's charts (to o.out) and doc (to o.jsonFile).
+func writeBenchFiles(r *bench.Report, o benchOutput, doc any) error {
+	if o.out != "" && r != nil {
+		files, err := r.WriteCharts(o.out, o.prefix)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintln(os.Stderr, "charts:", strings.Join(files, " "))
+	}
+	if o.jsonFile == "" || doc == nil {
+		return nil
+	}
+	b, err := json.MarshalIndent(doc, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(o.jsonFile, append(b, '\n'), 0o644)
+}
+
+func encodeJSON(cmd *cobra.Command, v any) error {
+	enc := json.NewEncoder(cmd.OutOrStdout())
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+// benchSeries is `raidq bench --repeat N`: every run's table as it ends,
+// then the spread of the ratios.
+func benchSeries(ctx context.Context, cmd *cobra.Command, cfg bench.Config, n int, o benchOutput) error {
+	s, err := bench.RunSeries(ctx, cfg, n)
+	if err != nil {
+		return err
+	}
+	for i, r := range s.Runs {
+		ro := o
+		ro.prefix, ro.jsonFile = fmt.Sprintf("%s-%d", o.prefix, i+1), ""
+		if err := writeBenchFiles(r, ro, nil); err != nil {
+			return err
+		}
+		if !o.asJSON {
+			fmt.Fprintf(cmd.OutOrStdout(), "== run %d of %d\n", i+1, n)
+			r.PrintTable(cmd.OutOrStdout())
+		}
+	}
+	if err := writeBenchFiles(nil, benchOutput{jsonFile: o.jsonFile}, s); err != nil {
+		return err
+	}
+	if o.asJSON {
+		return encodeJSON(cmd, s)
+	}
+	fmt.Fprintf(cmd.OutOrStdout(), "== %d runs\n", n)
+	s.PrintSummary(cmd.OutOrStdout())
+	return nil
 }

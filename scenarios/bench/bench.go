@@ -82,6 +82,13 @@ type Config struct {
 	// writers (DiskProbe): the ceiling the run is under on this machine.
 	DiskProbe bool
 
+	// ServerProcs, if > 0, is GOMAXPROCS for every server process of both
+	// systems (raidq nodes and nats-servers); 0 leaves Go's default (one
+	// per CPU). Co-located on a small machine, six raidq nodes at Go's
+	// default run twelve schedulers' threads on two CPUs, JetStream's three
+	// servers six: the wake-ups of idle threads cost raidq more.
+	ServerProcs int
+
 	// Direct: the raidq client reaches each node through the node's own
 	// NATS server (raidq.WithDirectNodes).
 	Direct bool
@@ -135,6 +142,8 @@ func (c *Config) defaults() error {
 		return fmt.Errorf("--size %d: must be 8..1048576 bytes", c.Size)
 	case c.Kill < 0 || c.Slow < 0 || c.Kill+c.Slow > 6:
 		return fmt.Errorf("--kill %d and --slow %d: must be >= 0 and together at most 6", c.Kill, c.Slow)
+	case c.ServerProcs < 0:
+		return fmt.Errorf("--gomaxprocs %d: must be >= 0 (0: Go's default)", c.ServerProcs)
 	case c.Kill > 2:
 		return fmt.Errorf("--kill %d: raidq's 4+2 code tolerates 2 dead nodes; more would fail sends, not measure them", c.Kill)
 	}
@@ -171,7 +180,9 @@ type WorkloadInfo struct {
 	SlowMs     int64  `json:"slow_delay_ms,omitempty"`
 	Partitions int    `json:"partitions"`
 	CPUs       int    `json:"cpus"`
-	Started    string `json:"started"`
+	// ServerProcs is GOMAXPROCS of the server processes (0: Go's default).
+	ServerProcs int    `json:"server_gomaxprocs,omitempty"`
+	Started     string `json:"started"`
 }
 
 // Run runs the benchmark: raidq, then (with VsJetStream) JetStream.
@@ -203,7 +214,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		mode = fmt.Sprintf("async, window %d", cfg.Window)
 	}
 	r := &Report{Workload: WorkloadInfo{Messages: cfg.Messages, Size: cfg.Size, Publishers: cfg.Publishers, Mode: mode,
-		Fsync: cfg.Fsync, Kill: cfg.Kill, Slow: cfg.Slow, Partitions: cfg.Partitions, CPUs: runtime.NumCPU(),
+		Fsync: cfg.Fsync, Kill: cfg.Kill, Slow: cfg.Slow, Partitions: cfg.Partitions, CPUs: runtime.NumCPU(), ServerProcs: cfg.ServerProcs,
 		Started: time.Now().UTC().Format(time.RFC3339)}}
 	if cfg.Slow > 0 {
 		r.Workload.SlowMs = cfg.SlowDelay.Milliseconds()
@@ -263,6 +274,18 @@ func (r *Report) DiskPaceMsgsS() float64 {
 		return 0
 	}
 	return p.RoundsPerS * r.Raidq.RecordsPerStripe
+}
+
+// serverEnv is the environment added to every server process.
+func (c *Config) serverEnv() []string {
+	var env []string
+	if c.ProfileDir != "" {
+		env = append(env, "RAIDQ_CPUPROFILE="+c.ProfileDir)
+	}
+	if c.ServerProcs > 0 {
+		env = append(env, fmt.Sprintf("GOMAXPROCS=%d", c.ServerProcs))
+	}
+	return env
 }
 
 // probeDisks runs the disk probe for 1 writer, 3 (JetStream R3, quorum 2)
@@ -384,7 +407,11 @@ func (r *Report) PrintTable(w io.Writer) {
 	if wl.Slow > 0 {
 		fmt.Fprintf(w, ", --slow %d (%d ms)", wl.Slow, wl.SlowMs)
 	}
-	fmt.Fprintf(w, "; %d CPUs\n", wl.CPUs)
+	fmt.Fprintf(w, "; %d CPUs", wl.CPUs)
+	if wl.ServerProcs > 0 {
+		fmt.Fprintf(w, ", servers at GOMAXPROCS=%d", wl.ServerProcs)
+	}
+	fmt.Fprintln(w)
 	var cols []*Result
 	head := "metric"
 	for _, res := range []*Result{r.RaidqHealthy, r.Raidq, r.JetStream} {

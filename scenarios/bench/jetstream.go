@@ -75,10 +75,7 @@ func runJetStream(ctx context.Context, cfg *Config, dir string) (*Result, error)
 			clientPort: ports[2*i], cluster: ports[2*i+1]}
 		routes = append(routes, fmt.Sprintf("nats-route://127.0.0.1:%d", ports[2*i+1]))
 	}
-	var env []string
-	if cfg.ProfileDir != "" {
-		env = append(env, "RAIDQ_CPUPROFILE="+cfg.ProfileDir)
-	}
+	env := cfg.serverEnv()
 	defer func() {
 		for _, s := range servers {
 			if s.proc != nil {

@@ -44,10 +44,7 @@ func runRaidq(ctx context.Context, cfg *Config, dir string) (*Result, error) {
 	if !cfg.Direct {
 		res.Setup += ", client through one server (--direct=false)"
 	}
-	var env []string
-	if cfg.ProfileDir != "" {
-		env = append(env, "RAIDQ_CPUPROFILE="+cfg.ProfileDir)
-	}
+	env := cfg.serverEnv()
 	bin := cfg.Binary
 	if cfg.NodeBinary != "" {
 		bin = cfg.NodeBinary
