@@ -481,6 +481,9 @@ func (r *Report) PrintTable(w io.Writer) {
 	if c := r.DiskPaceMsgsS(); c > 0 {
 		fmt.Fprintf(w, "raidq at the disk's pace: %.0f rounds/s of 6 writers × %.1f records per stripe = %.0f msgs/s, with no CPU work at all\n",
 			r.Disk[len(r.Disk)-1].RoundsPerS, r.Raidq.RecordsPerStripe, c)
+		if f := r.Raidq.ThroughputMsgsS / c; f >= 0.8 {
+			fmt.Fprintf(w, "note: raidq ran at %.0f%% of the disk's pace: the six nodes' shared disk, not their CPU, was the limit of this run\n", 100*f)
+		}
 	}
 	if v, ok := r.Ratio["slow_p99_vs_healthy"]; ok {
 		fmt.Fprintf(w, "raidq ack p99 with %d slow nodes / healthy: %.2fx\n", wl.Slow, v)

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"os"
+	"strings"
 	"testing"
 )
 
@@ -24,5 +25,26 @@ func TestProbeDisk(t *testing.T) {
 		if _, err := probeDisk(dir, bad[0], bad[1], bad[2], bad[3]); err == nil {
 			t.Errorf("probeDisk%v: no error", bad)
 		}
+	}
+}
+
+func TestPrintTableDiskPace(t *testing.T) {
+	r := &Report{
+		Raidq: &Result{System: "raidq", ThroughputMsgsS: 9000, RecordsPerStripe: 16, Stripes: 10},
+		Disk:  []DiskProbe{{Writers: 1, Needed: 1, RoundsPerS: 5000}, {Writers: 6, Needed: 4, RoundsPerS: 700}},
+	}
+	if got := r.DiskPaceMsgsS(); got != 11200 {
+		t.Fatalf("pace %v, want 700 × 16", got)
+	}
+	var b strings.Builder
+	r.PrintTable(&b)
+	for _, want := range []string{"= 11200 msgs/s", "ran at 80% of the disk's pace"} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("table lacks %q:\n%s", want, b.String())
+		}
+	}
+	r.Disk = r.Disk[:1]
+	if got := r.DiskPaceMsgsS(); got != 0 {
+		t.Errorf("pace without a 6-writer probe: %v", got)
 	}
 }
