@@ -84,9 +84,10 @@ type Config struct {
 
 	// ServerProcs, if > 0, is GOMAXPROCS for every server process of both
 	// systems (raidq nodes and nats-servers); 0 leaves Go's default (one
-	// per CPU). Co-located on a small machine, six raidq nodes at Go's
-	// default run twelve schedulers' threads on two CPUs, JetStream's three
-	// servers six: the wake-ups of idle threads cost raidq more.
+	// per CPU). It is for testing whether co-location skews the result:
+	// at Go's default, six raidq nodes run twelve schedulers on a 2-CPU
+	// machine and JetStream's three servers six (docs/bench.md, round 4:
+	// no clear effect there).
 	ServerProcs int
 
 	// Direct: the raidq client reaches each node through the node's own
@@ -295,9 +296,10 @@ func probeDisks(cfg *Config, dir string) ([]DiskProbe, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
-	recs := cfg.Publishers * cfg.Window
-	shard := (recs*(cfg.Size+16)+3)/4 + 64
-	shard = min(shard, probeFileBytes/4)
+	// A sync round's stripe holds every publisher's record; an async
+	// stripe is capped by the producer's batch bytes (256 KiB default).
+	batch := min(cfg.Publishers*cfg.Window*(cfg.Size+16), 256<<10)
+	shard := (batch+3)/4 + 64
 	var out []DiskProbe
 	for _, s := range []struct{ w, need int }{{1, 1}, {3, 2}, {6, 4}} {
 		p, err := probeDisk(dir, s.w, s.need, shard, 400)
