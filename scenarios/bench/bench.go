@@ -87,7 +87,7 @@ type Config struct {
 	// per CPU). It is for testing whether co-location skews the result:
 	// at Go's default, six raidq nodes run twelve schedulers on a 2-CPU
 	// machine and JetStream's three servers six (docs/bench.md, round 4:
-	// no clear effect there).
+	// at 1, raidq's nodes used ~15% less CPU there; JetStream did not gain).
 	ServerProcs int
 
 	// Direct: the raidq client reaches each node through the node's own
