@@ -4,5 +4,5 @@ package slotstore
 
 import "os"
 
-// fdatasync is fsync where the platform has no fdatasync.
-func fdatasync(f *os.File) error { return f.Sync() }
+// Fdatasync is fsync where the platform has no fdatasync.
+func Fdatasync(f *os.File) error { return f.Sync() }

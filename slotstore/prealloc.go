@@ -203,7 +203,7 @@ func (s *preallocStorage) writeSpare(pause time.Duration) error {
 			return err
 		}
 		if pause > 0 {
-			if err := fdatasync(f); err != nil {
+			if err := Fdatasync(f); err != nil {
 				return err
 			}
 			time.Sleep(pause)
@@ -247,7 +247,7 @@ func (w *preallocWriter) Write(p []byte) (int, error) {
 	return n, err
 }
 
-func (w *preallocWriter) Sync() error { return fdatasync(w.f) }
+func (w *preallocWriter) Sync() error { return Fdatasync(w.f) }
 
 // Close cuts the zeros off the journal (they were never part of it; the
 // cut need not be durable) and closes it.

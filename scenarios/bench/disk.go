@@ -8,6 +8,8 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/raidq/raidq/slotstore"
 )
 
 // DiskProbe is what the machine's disk alone allows for the write pattern
@@ -115,7 +117,7 @@ func probeRound(files []*os.File, buf []byte, off int64) ([]time.Duration, error
 				errs[i] = err
 				return
 			}
-			errs[i] = fdatasync(f)
+			errs[i] = slotstore.Fdatasync(f)
 			done[i] = time.Since(t0)
 		}()
 	}
