@@ -47,7 +47,7 @@ const probeFileBytes = 8 << 20
 
 // probeDisk measures a DiskProbe in dir (removed files afterwards).
 func probeDisk(dir string, writers, needed, bytes, rounds int) (DiskProbe, error) {
-	if writers < 1 || needed < 1 || needed > writers || bytes < 1 || bytes > probeFileBytes || rounds < 1 {
+	if writers < 1 || needed < 1 || needed > writers || bytes < 1 || bytes > probeFileBytes/2 || rounds < 1 {
 		return DiskProbe{}, fmt.Errorf("disk probe: bad shape %d/%d writers, %d bytes, %d rounds", needed, writers, bytes, rounds)
 	}
 	files, err := probeFiles(dir, writers)

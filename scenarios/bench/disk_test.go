@@ -21,7 +21,7 @@ func TestProbeDisk(t *testing.T) {
 	if left, _ := os.ReadDir(dir); len(left) != 0 {
 		t.Fatalf("probe left %d files behind", len(left))
 	}
-	for _, bad := range [][4]int{{0, 1, 10, 1}, {3, 4, 10, 1}, {3, 2, 0, 1}, {3, 2, 10, 0}, {3, 2, probeFileBytes + 1, 1}} {
+	for _, bad := range [][4]int{{0, 1, 10, 1}, {3, 4, 10, 1}, {3, 2, 0, 1}, {3, 2, 10, 0}, {3, 2, probeFileBytes/2 + 1, 1}, {1, 1, probeFileBytes, 1}} {
 		if _, err := probeDisk(dir, bad[0], bad[1], bad[2], bad[3]); err == nil {
 			t.Errorf("probeDisk%v: no error", bad)
 		}
