@@ -37,8 +37,9 @@ type NodeConfig struct {
 	MaxPending int
 	// ScanWorkers bounds concurrent store scans (default 4).
 	ScanWorkers int
-	// OwnerIdle is how long a slot owner waits without requests before it
-	// retires (default 5s; tests shorten it).
+	// OwnerIdle: a slot owner that has seen no request for between one
+	// and two OwnerIdle, with no commit in flight, retires (default 5s;
+	// tests shorten it).
 	OwnerIdle time.Duration
 	// OnFatal is called once when the store fails (fsync error, corrupt
 	// data): the node must stop loudly, not limp on.

@@ -31,7 +31,17 @@ type ownerActor struct {
 	lo        uint64
 	core      *core.Owner
 	inflight  atomic.Int64 // commits queued but not yet done
+	// busy: a request arrived since the last idle check. The idle check is
+	// the owner's own timer, not protoactor's ReceiveTimeout, whose timer
+	// callback and mailbox touch the same field without a lock (a data
+	// race in actor_context.go that -race reports).
+	busy      bool
+	idleTimer *time.Timer
 }
+
+// ownerIdleCheck is an owner's idle timer firing; owner tells a restarted
+// instance (which arms its own timer) to ignore its predecessor's.
+type ownerIdleCheck struct{ owner *ownerActor }
 
 func newOwnerActor(n *Node, t *Topic, p uint32, lo uint64) *ownerActor {
 	return &ownerActor{node: n, topic: t, partition: p, lo: lo}
@@ -42,10 +52,14 @@ func (a *ownerActor) Receive(ctx actor.Context) {
 	case *actor.Started:
 		a.node.owners.Add(1)
 		a.load()
-		ctx.SetReceiveTimeout(a.node.cfg.OwnerIdle)
+		a.armIdle(ctx)
 	case *actor.Restarting, *actor.Stopped:
 		a.node.owners.Add(-1) // Started counts it again after a restart
+		if a.idleTimer != nil {
+			a.idleTimer.Stop()
+		}
 	case *slotRequest:
+		a.busy = true
 		if m.write != nil && m.repaired != nil {
 			a.repairWrite(m) // repair_write.go
 		} else if m.write != nil {
@@ -54,16 +68,27 @@ func (a *ownerActor) Receive(ctx actor.Context) {
 			a.scan(m)
 		}
 	case *drain:
+		a.busy = true
 		m.release() // every request queued before it is answered or committed
-	case *actor.ReceiveTimeout:
-		if a.inflight.Load() == 0 {
-			ctx.Request(ctx.Parent(), &retire{lo: a.lo})
-		} else {
-			// protoactor disarms the timeout when it fires: re-arm it, or
-			// an owner that was idle during a slow commit never retires.
-			ctx.SetReceiveTimeout(a.node.cfg.OwnerIdle)
+	case *ownerIdleCheck:
+		if m.owner != a {
+			return
 		}
+		if !a.busy && a.inflight.Load() == 0 {
+			ctx.Request(ctx.Parent(), &retire{lo: a.lo}) // the parent poisons this owner
+			return
+		}
+		// Busy, or idle with a commit still in flight: check again later,
+		// or an owner idle during a slow commit would never retire.
+		a.busy = false
+		a.armIdle(ctx)
 	}
+}
+
+// armIdle starts the owner's next idle check, OwnerIdle from now.
+func (a *ownerActor) armIdle(ctx actor.Context) {
+	self, root := ctx.Self(), ctx.ActorSystem().Root
+	a.idleTimer = time.AfterFunc(a.node.cfg.OwnerIdle, func() { root.Send(self, &ownerIdleCheck{owner: a}) })
 }
 
 // load rebuilds the owner's view from the store. It first waits for a

@@ -13,9 +13,9 @@ import (
 // writers keep hitting one range, so requests race the owner's
 // retirement. Every write must be answered, and answered right: a request
 // that reached a poisoned owner would be dropped and time out, and two
-// owners of one range could both accept a slot. (Under -race, the
-// 1ms receive timeout can trip a data race inside protoactor's own timer
-// handling, actor_context.go; it is the library's, not this path's.)
+// owners of one range could both accept a slot. Run it with -race too:
+// protoactor's ReceiveTimeout, which owners used for this before, raced
+// its timer against the mailbox here.
 func TestNodeWritesRaceOwnerRetire(t *testing.T) {
 	counter := &sealCounting{}
 	e := newEnv(t, envOpts{ownerIdle: time.Millisecond, wrapStore: func(s slotstore.Store) slotstore.Store {
