@@ -277,3 +277,40 @@ func TestClientProduceAndRead(t *testing.T) {
 		}
 	}
 }
+
+// TestProducerTicksOnlyWhileBusy: the attempt-timeout tick runs while a
+// stripe is in flight and stops once every stripe is done, so an idle
+// producer costs no wake-ups; the next send starts it again.
+func TestProducerTicksOnlyWhileBusy(t *testing.T) {
+	c := newMiniCluster(t, 6)
+	tp := c.createTopic("quiet", 1)
+	p, err := c.client.NewProducer(ProducerConfig{Topic: tp.Name})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = p.Close(context.Background()) })
+	if p.a.ticking.Load() {
+		t.Fatal("a new producer ticks before any send")
+	}
+	for round := range 2 {
+		for _, st := range c.stores {
+			st.Hold() // no commit, so no reply: the stripe stays in flight
+		}
+		results := make(chan SendResult, 10)
+		for _, v := range values(round*10, round*10+10) {
+			p.Send(stripe.Record{Value: []byte(v)}, 0, func(r SendResult) { results <- r })
+		}
+		waitFor(t, "the tick to start with a stripe in flight", p.a.ticking.Load)
+		for _, st := range c.stores {
+			st.Release()
+		}
+		for range 10 {
+			if r := <-results; r.Err != nil {
+				t.Fatalf("round %d: %v", round, r.Err)
+			}
+		}
+		// Acked stripes stay in the writer a while (listening for late
+		// refusals); the tick must stop once they are done.
+		waitFor(t, "the tick to stop once no stripe is in flight", func() bool { return !p.a.ticking.Load() })
+	}
+}

@@ -76,6 +76,7 @@ type Producer struct {
 	c     *Client
 	pid   *actor.PID
 	topic *Topic
+	a     *producerActor // for tests: a.ticking
 }
 
 // NewProducer spawns a producer actor for cfg.Topic.
@@ -118,7 +119,7 @@ func (c *Client) NewProducer(cfg ProducerConfig) (*Producer, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Producer{c: c, pid: pid, topic: t}, nil
+	return &Producer{c: c, pid: pid, topic: t, a: pa}, nil
 }
 
 // Topic is the producer's topic.

@@ -4,6 +4,7 @@ import (
 	"crypto/rand"
 	"fmt"
 	mrand "math/rand/v2"
+	"sync/atomic"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -74,8 +75,9 @@ type producerActor struct {
 	sticky  int
 	flushes []chan struct{}
 	sched   *scheduler.TimerScheduler
-	cancel  scheduler.CancelFunc
-	m       *metrics.Producer // nil: no metrics
+	cancel  scheduler.CancelFunc // the attempt-timeout tick; nil while no stripe is in flight
+	ticking atomic.Bool          // cancel != nil, for tests (read from other goroutines)
+	m       *metrics.Producer    // nil: no metrics
 }
 
 func newProducerActor(c *Client, t *Topic, cfg ProducerConfig) *producerActor {
@@ -96,7 +98,6 @@ func (a *producerActor) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
 		a.sched = scheduler.NewTimerScheduler(ctx)
-		a.cancel = a.sched.SendRepeatedly(producerTickEvery, producerTickEvery, ctx.Self(), &producerTick{})
 	case *produce:
 		a.add(ctx, m)
 	case *lingerFire:
@@ -117,7 +118,7 @@ func (a *producerActor) Receive(ctx actor.Context) {
 		a.flushes = append(a.flushes, m.done)
 		a.checkFlushed()
 	case *actor.Stopping:
-		a.cancel()
+		a.stopTicking()
 		a.failAll(fmt.Errorf("producer of %s: %w", a.topic.Name, core.ErrClosed))
 	}
 }
@@ -196,6 +197,7 @@ func (a *producerActor) start(ctx actor.Context, part int, b *batch) {
 	p.active++
 	p.unacked++
 	a.stripes[id] = &inflight{partition: part, b: b, payload: payload, shards: shards}
+	a.tickWhileBusy(ctx)
 	a.m.Attempt(false, false)
 	a.sendShards(ctx, part, send)
 }
@@ -273,7 +275,30 @@ func (a *producerActor) apply(ctx actor.Context, part int, effects []any) {
 			}
 		}
 	}
+	a.tickWhileBusy(ctx)
 	a.checkFlushed()
+}
+
+// tickWhileBusy runs the attempt-timeout tick while any stripe is in the
+// writers (a.stripes mirrors them until core.Done), and stops it when none
+// is: Writer.Tick has nothing to do then, and an idle producer should not
+// wake its process 200 times a second.
+func (a *producerActor) tickWhileBusy(ctx actor.Context) {
+	switch {
+	case len(a.stripes) > 0 && a.cancel == nil:
+		a.cancel = a.sched.SendRepeatedly(producerTickEvery, producerTickEvery, ctx.Self(), &producerTick{})
+		a.ticking.Store(true)
+	case len(a.stripes) == 0:
+		a.stopTicking()
+	}
+}
+
+func (a *producerActor) stopTicking() {
+	if a.cancel != nil {
+		a.cancel()
+		a.cancel = nil
+		a.ticking.Store(false)
+	}
 }
 
 // acked takes a stripe of recs records out of the partition's pipeline.
