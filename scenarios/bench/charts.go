@@ -138,9 +138,9 @@ func timelineChart(title string, results []*Result) (*plot.Plot, error) {
 		s.GlyphStyle = draw.GlyphStyle{Color: systemColor[res.System], Radius: vg.Points(0.8), Shape: draw.CircleGlyph{}}
 		p.Add(s)
 		p.Legend.Add(res.System, s)
-		if err := addKillLine(p, res); err != nil {
-			return nil, err
-		}
+	}
+	if err := addKillLines(p, results); err != nil {
+		return nil, err
 	}
 	return p, nil
 }
@@ -170,39 +170,53 @@ func throughputChart(title string, results []*Result) (*plot.Plot, error) {
 		l.StepStyle = plotter.PostStep
 		p.Add(l)
 		p.Legend.Add(res.System, l)
-		if err := addKillLine(p, res); err != nil {
-			return nil, err
-		}
 	}
 	p.Y.Min = 0
+	if err := addKillLines(p, results); err != nil {
+		return nil, err
+	}
 	return p, nil
 }
 
-// addKillLine marks the moment res's nodes were killed with a dashed
-// vertical line across the plot's y range.
-func addKillLine(p *plot.Plot, res *Result) error {
-	if res.KillAtMs <= 0 {
-		return nil
+// addKillLines marks the moment each result's nodes were killed with a
+// dashed vertical line across the y range of every result on the plot
+// (not just its own: one system's line would otherwise hide behind the
+// other's points). Call it after all data is added.
+func addKillLines(p *plot.Plot, results []*Result) error {
+	lo, hi := p.Y.Min, p.Y.Max
+	if _, ok := p.Y.Scale.(plot.LogScale); ok {
+		lo, hi = latencyRange(results)
 	}
-	x := res.KillAtMs / 1000
-	lo, hi := math.Inf(1), math.Inf(-1)
-	for _, a := range res.acks {
-		v := math.Max(float64(a.Latency.Microseconds())/1000, 0.001)
-		lo, hi = math.Min(lo, v), math.Max(hi, v)
+	if hi <= lo {
+		lo, hi = 0.001, 1
 	}
-	if _, ok := p.Y.Scale.(plot.LogScale); !ok {
-		lo, hi = 0, p.Y.Max
-		if hi <= 0 {
-			hi = 1
+	for _, res := range results {
+		if res.KillAtMs <= 0 {
+			continue
+		}
+		x := res.KillAtMs / 1000
+		l, err := plotter.NewLine(plotter.XYs{{X: x, Y: lo}, {X: x, Y: hi}})
+		if err != nil {
+			return err
+		}
+		l.Color = systemColor[res.System]
+		l.Width = vg.Points(1.5)
+		l.Dashes = []vg.Length{vg.Points(4), vg.Points(3)}
+		p.Add(l)
+		p.Legend.Add(res.System+" kill", l)
+	}
+	return nil
+}
+
+// latencyRange is the smallest and largest ack latency of all results, in
+// ms (at least 0.001, as plotted on a log scale).
+func latencyRange(results []*Result) (lo, hi float64) {
+	lo, hi = math.Inf(1), math.Inf(-1)
+	for _, res := range results {
+		for _, a := range res.acks {
+			v := math.Max(float64(a.Latency.Microseconds())/1000, 0.001)
+			lo, hi = math.Min(lo, v), math.Max(hi, v)
 		}
 	}
-	l, err := plotter.NewLine(plotter.XYs{{X: x, Y: lo}, {X: x, Y: hi}})
-	if err != nil {
-		return err
-	}
-	l.Color = systemColor[res.System]
-	l.Dashes = []vg.Length{vg.Points(4), vg.Points(3)}
-	p.Add(l)
-	p.Legend.Add(res.System+" kill", l)
-	return nil
+	return lo, hi
 }
