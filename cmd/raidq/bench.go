@@ -35,7 +35,10 @@ payload byte, CPU seconds and peak RSS per process.
 --fsync=true (default) compares raidq's fsync-before-OK with JetStream's
 sync_interval always; --fsync=false compares raidq --no-fsync with
 JetStream's default. --kill N SIGKILLs N raidq nodes half-way (and the
-JetStream stream leader); --slow N makes N raidq nodes answer 50 ms late.
+JetStream stream leader); --slow N makes N raidq nodes answer 50 ms late
+and runs raidq healthy before and after that phase: the slow p99 is
+compared with the mean of the two healthy p99s, and their own ratio shows
+how much the machine drifted between phases.
 --out DIR writes PNG charts. Every process runs on this machine: the
 numbers compare the two systems under the same load, nothing more.`,
 		Example: `  raidq bench --vs jetstream

@@ -158,12 +158,15 @@ func (c *Config) logf(format string, args ...any) {
 // Report is the outcome of a run (the JSON of `raidq bench --json`).
 type Report struct {
 	Raidq *Result `json:"raidq,omitempty"`
-	// RaidqHealthy is raidq without the slow nodes, run first when Slow
-	// is set, so the slow-node p99 compares with a healthy p99 of the
-	// same run (ratio "slow_p99_vs_healthy").
-	RaidqHealthy *Result            `json:"raidq_healthy,omitempty"`
-	JetStream    *Result            `json:"jetstream,omitempty"`
-	Ratio        map[string]float64 `json:"ratio,omitempty"`
+	// RaidqHealthy and RaidqHealthyAfter are raidq without the slow nodes,
+	// run before and after the slow phase when Slow is set, so that the
+	// slow-node p99 compares with healthy p99s of the same run (ratio
+	// "slow_p99_vs_healthy": against their mean) and a drift between the
+	// phases shows ("healthy_p99_after_vs_before").
+	RaidqHealthy      *Result            `json:"raidq_healthy,omitempty"`
+	RaidqHealthyAfter *Result            `json:"raidq_healthy_after,omitempty"`
+	JetStream         *Result            `json:"jetstream,omitempty"`
+	Ratio             map[string]float64 `json:"ratio,omitempty"`
 	// Disk is the disk probe (Config.DiskProbe): 1, 3 and 6 writers.
 	Disk     []DiskProbe  `json:"disk_probe,omitempty"`
 	Workload WorkloadInfo `json:"workload"`
@@ -226,21 +229,24 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			return nil, err
 		}
 	}
-	if !cfg.JetStreamOnly && cfg.Slow > 0 {
-		hc := cfg
-		hc.Slow, hc.Kill = 0, 0
+	slow := !cfg.JetStreamOnly && cfg.Slow > 0
+	if slow {
 		cfg.logf("raidq: first without slow nodes, for the healthy p99")
-		if r.RaidqHealthy, err = runRaidq(ctx, &hc, filepath.Join(dir, "healthy")); err != nil {
+		if r.RaidqHealthy, err = runHealthy(ctx, cfg, filepath.Join(dir, "healthy"), "raidq-healthy"); err != nil {
 			return nil, err
 		}
-		r.RaidqHealthy.System = "raidq-healthy"
-		cfg.logf("%s", r.RaidqHealthy)
 	}
 	if !cfg.JetStreamOnly {
 		if r.Raidq, err = runRaidq(ctx, &cfg, dir); err != nil {
 			return nil, err
 		}
 		cfg.logf("%s", r.Raidq)
+	}
+	if slow {
+		cfg.logf("raidq: again without slow nodes, so that a drift between the phases shows")
+		if r.RaidqHealthyAfter, err = runHealthy(ctx, cfg, filepath.Join(dir, "healthy-after"), "raidq-healthy-after"); err != nil {
+			return nil, err
+		}
 	}
 	if cfg.VsJetStream || cfg.JetStreamOnly {
 		if r.JetStream, err = runJetStream(ctx, &cfg, dir); err != nil {
@@ -251,14 +257,42 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if r.Raidq != nil && r.JetStream != nil {
 		r.Ratio = ratios(r.Raidq, r.JetStream)
 	}
-	if r.Raidq != nil && r.RaidqHealthy != nil && r.RaidqHealthy.AckP99Ms > 0 {
-		if r.Ratio == nil {
-			r.Ratio = make(map[string]float64)
-		}
-		r.Ratio["slow_p99_vs_healthy"] = math.Round(r.Raidq.AckP99Ms/r.RaidqHealthy.AckP99Ms*1000) / 1000
-	}
+	r.slowRatios()
 	return r, nil
 }
+
+// runHealthy runs raidq as cfg says but with no slow or killed nodes, in
+// dir, naming the result system.
+func runHealthy(ctx context.Context, cfg Config, dir, system string) (*Result, error) {
+	cfg.Slow, cfg.Kill = 0, 0
+	res, err := runRaidq(ctx, &cfg, dir)
+	if err != nil {
+		return nil, err
+	}
+	res.System = system
+	cfg.logf("%s", res)
+	return res, nil
+}
+
+// slowRatios adds the slow-node ratios: the slow phase's p99 against the
+// mean of the healthy p99s before and after it (a single healthy phase if
+// only one ran), and the second healthy p99 against the first.
+func (r *Report) slowRatios() {
+	if r.Raidq == nil || r.RaidqHealthy == nil || r.RaidqHealthy.AckP99Ms <= 0 {
+		return
+	}
+	if r.Ratio == nil {
+		r.Ratio = make(map[string]float64)
+	}
+	healthy := r.RaidqHealthy.AckP99Ms
+	if a := r.RaidqHealthyAfter; a != nil && a.AckP99Ms > 0 {
+		healthy = (healthy + a.AckP99Ms) / 2
+		r.Ratio["healthy_p99_after_vs_before"] = round3(a.AckP99Ms / r.RaidqHealthy.AckP99Ms)
+	}
+	r.Ratio["slow_p99_vs_healthy"] = round3(r.Raidq.AckP99Ms / healthy)
+}
+
+func round3(v float64) float64 { return math.Round(v*1000) / 1000 }
 
 // DiskPaceMsgsS is the 6-writer disk probe's rounds per second times
 // raidq's records per stripe: what raidq would reach if its nodes cost no
@@ -416,7 +450,7 @@ func (r *Report) PrintTable(w io.Writer) {
 	fmt.Fprintln(w)
 	var cols []*Result
 	head := "metric"
-	for _, res := range []*Result{r.RaidqHealthy, r.Raidq, r.JetStream} {
+	for _, res := range []*Result{r.RaidqHealthy, r.Raidq, r.RaidqHealthyAfter, r.JetStream} {
 		if res != nil {
 			cols = append(cols, res)
 			head += "\t" + res.System
@@ -488,7 +522,11 @@ func (r *Report) PrintTable(w io.Writer) {
 		}
 	}
 	if v, ok := r.Ratio["slow_p99_vs_healthy"]; ok {
-		fmt.Fprintf(w, "raidq ack p99 with %d slow nodes / healthy: %.2fx\n", wl.Slow, v)
+		fmt.Fprintf(w, "raidq ack p99 with %d slow nodes / healthy: %.2fx", wl.Slow, v)
+		if d, ok := r.Ratio["healthy_p99_after_vs_before"]; ok {
+			fmt.Fprintf(w, " (against the mean of the healthy phases before and after it; healthy after / before: %.2fx)", d)
+		}
+		fmt.Fprintln(w)
 	}
 	for _, c := range cols {
 		var ps []string

@@ -90,6 +90,9 @@ func (s *Series) PrintSummary(w io.Writer) {
 		if v, ok := r.Ratio["slow_p99_vs_healthy"]; ok {
 			line += fmt.Sprintf(" slow/healthy p99 %.2fx", v)
 		}
+		if v, ok := r.Ratio["healthy_p99_after_vs_before"]; ok {
+			line += fmt.Sprintf(" (healthy after/before %.2fx)", v)
+		}
 		if c := r.DiskPaceMsgsS(); c > 0 {
 			line += fmt.Sprintf(" (disk's pace for raidq %.0f msgs/s)", c)
 		}
