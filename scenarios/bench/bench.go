@@ -423,7 +423,7 @@ func ratios(a, b *Result) map[string]float64 {
 	m := make(map[string]float64)
 	for _, f := range ratioFields {
 		if y := f.get(b); y != 0 {
-			m[f.name] = math.Round(f.get(a)/y*1000) / 1000
+			m[f.name] = round3(f.get(a) / y)
 		}
 	}
 	return m
