@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -24,6 +25,10 @@ type ReaderConfig struct {
 	Core core.ReaderConfig
 	// ScanTimeout bounds one node's answer to one scan page (default 1s).
 	ScanTimeout time.Duration
+	// SuspectTimeout bounds the answer of a node whose last scan timed out
+	// (default 150ms), until it answers again: a hung node must not cost
+	// every scan the full ScanTimeout.
+	SuspectTimeout time.Duration
 	// Poll is the smallest scan window at the clock's head, and how long
 	// to wait when caught up with it (default 50ms). Every scan is a
 	// sealing scan of the whole ensemble (a request to each node, each
@@ -63,12 +68,43 @@ type readerActor struct {
 	stalled  time.Time
 	sched    *scheduler.TimerScheduler
 	m        *metrics.Reader // nil: no metrics
+	stats    *readerStats
+	suspect  []atomic.Bool // by ensemble position: the last scan timed out
+}
+
+// readerStats is what the reader actor publishes for its handle.
+type readerStats struct {
+	mu       sync.Mutex
+	low      core.Position // core.Reader.LowWater
+	deferred int
 }
 
 // Reader is the handle of a reader actor.
 type Reader struct {
-	c   *Client
-	pid *actor.PID
+	c     *Client
+	pid   *actor.PID
+	stats *readerStats
+}
+
+// LowWater is the lowest position a consumer of this reader may commit:
+// below its lowest unresolved in-doubt offset (core.Reader.LowWater).
+func (r *Reader) LowWater() core.Position {
+	r.stats.mu.Lock()
+	defer r.stats.mu.Unlock()
+	return r.stats.low
+}
+
+// Deferred is the number of in-doubt offsets the reader still watches.
+func (r *Reader) Deferred() int {
+	r.stats.mu.Lock()
+	defer r.stats.mu.Unlock()
+	return r.stats.deferred
+}
+
+func (s *readerStats) set(low core.Position, deferred int) {
+	s.mu.Lock()
+	s.low, s.deferred = low, deferred
+	s.mu.Unlock()
 }
 
 // NewReader spawns a reader of one partition.
@@ -89,16 +125,21 @@ func (c *Client) NewReader(cfg ReaderConfig) (*Reader, error) {
 	if cfg.ScanTimeout <= 0 {
 		cfg.ScanTimeout = time.Second
 	}
+	if cfg.SuspectTimeout <= 0 {
+		cfg.SuspectTimeout = min(150*time.Millisecond, cfg.ScanTimeout)
+	}
 	if cfg.Poll <= 0 {
 		cfg.Poll = DefaultReaderPoll
 	}
 	ra := &readerActor{c: c, topic: t, cfg: cfg, core: core.NewReader(cfg.Core, cfg.From),
-		log: c.cfg.Logger.With("topic", t.Name, "partition", cfg.Partition), m: c.metrics.Reader(t.Name)}
+		log: c.cfg.Logger.With("topic", t.Name, "partition", cfg.Partition), m: c.metrics.Reader(t.Name, cfg.Partition),
+		stats: &readerStats{}, suspect: make([]atomic.Bool, t.Params.N)}
+	ra.stats.set(ra.core.LowWater(), 0)
 	pid, err := c.spawn(props(c.pool, func() actor.Actor { return ra }))
 	if err != nil {
 		return nil, err
 	}
-	return &Reader{c: c, pid: pid}, nil
+	return &Reader{c: c, pid: pid, stats: ra.stats}, nil
 }
 
 // Close stops the reader (readers come and go with leases and group
@@ -123,6 +164,7 @@ func (a *readerActor) Receive(ctx actor.Context) {
 		a.pump(ctx)
 	case *actor.Stopping:
 		close(a.sinkQuit)
+		a.m.Deferred(0, 0, 0)
 	}
 }
 
@@ -170,6 +212,7 @@ func (a *readerActor) pump(ctx actor.Context) {
 // applyScan feeds a finished scan to the core and ships the deliveries.
 func (a *readerActor) applyScan(ctx actor.Context, m *scanDone) {
 	out := a.core.Apply(a.c.cfg.Now(), m.sc, m.results)
+	a.stats.set(a.core.LowWater(), a.core.Deferred())
 	a.report(out)
 	if len(out.Deliveries) == 0 {
 		a.busy = false
@@ -188,9 +231,20 @@ func (a *readerActor) applyScan(ctx actor.Context, m *scanDone) {
 
 func (a *readerActor) report(out core.Output) {
 	a.m.Applied(len(out.Deliveries), out.Voids, out.Duplicates, len(out.InDoubt), len(out.Corrupt), out.Stalled != "")
+	late := 0
+	for _, d := range out.Deliveries {
+		if d.Late {
+			late++
+		}
+	}
+	a.m.Deferred(a.core.Deferred(), len(out.Resolved), late)
+	if len(out.Resolved) > 0 || late > 0 {
+		a.log.Info("in-doubt offsets resolved", "resolved", len(out.Resolved), "late_records", late, "still_pending", a.core.Deferred())
+	}
 	for _, d := range out.InDoubt {
-		a.log.Warn("offset in doubt: skipped after waiting for unheard nodes", "offset", d.Offset, "stripe", d.Stripe.String(),
-			"shards_seen", d.Seen, "unheard_positions", d.Unheard)
+		a.log.Warn("offset in doubt: passed after waiting for unheard nodes; kept and re-asked until resolved (groups commit no further)",
+			"offset", d.Offset, "stripe", d.Stripe.String(), "shards_seen", d.Seen, "unheard_positions", d.Unheard,
+			"pending", a.core.Deferred())
 		// The nodes' repair loops re-append it if it proves decodable later.
 		r := bus.InDoubtReport{Topic: a.topic.Name, Partition: uint32(a.cfg.Partition), Offset: d.Offset,
 			Producer: d.Stripe.Producer, Seq: d.Stripe.Seq}
@@ -233,13 +287,20 @@ func (a *readerActor) scanNode(sc core.Scan, pos int) core.NodeResult {
 	from := sc.From
 	for pages := 0; from < sc.To; pages++ {
 		req := bus.ScanReq{Topic: a.topic.Name, Partition: uint32(a.cfg.Partition), From: from, To: sc.To, Seal: true, Probe: sc.Probe}
-		msg, err := a.c.cfg.Conn.Request(subj, req.Marshal(), a.cfg.ScanTimeout)
+		timeout := a.cfg.ScanTimeout
+		if a.suspect[pos].Load() {
+			timeout = a.cfg.SuspectTimeout
+		}
+		msg, err := a.c.cfg.Conn.Request(subj, req.Marshal(), timeout)
 		if err != nil {
-			if err != nats.ErrNoResponders && err != nats.ErrTimeout {
+			if err == nats.ErrTimeout {
+				a.suspect[pos].Store(true)
+			} else if err != nats.ErrNoResponders {
 				a.log.Debug("scan failed", "node", node, "err", err)
 			}
 			return res
 		}
+		a.suspect[pos].Store(false)
 		rep, err := bus.DecodeScanReply(msg.Data)
 		if err != nil || rep.Status != bus.StatusOK || rep.Next <= from || rep.Next > sc.To {
 			return res
@@ -247,7 +308,7 @@ func (a *readerActor) scanNode(sc core.Scan, pos int) core.NodeResult {
 		for _, e := range rep.Entries {
 			res.Entries = append(res.Entries, core.Entry{Offset: e.Offset, Shard: e.Shard})
 		}
-		res.After = rep.After
+		res.After, res.Clock = rep.After, rep.NodeClock
 		from = rep.Next
 	}
 	res.Heard = true

@@ -42,6 +42,14 @@ type ReaderConfig struct {
 	// exceed the accept window plus clock skew, because skipped ranges are
 	// not sealed: only the nodes' accept window keeps writes out of them.
 	SkipBehind uint64
+	// MaxDeferred bounds the in-doubt offsets a reader keeps watching
+	// after moving past them (reader_deferred.go). With that many
+	// unresolved, the reader waits at the next in-doubt offset instead of
+	// passing it: an acked stripe is never given up on.
+	MaxDeferred int
+	// DeferredRescan is the first interval between re-asks of a deferred
+	// offset's unheard nodes; it doubles up to MaxDeferredRescan.
+	DeferredRescan, MaxDeferredRescan int64
 }
 
 // DefaultReaderConfig derives reader rules from topic parameters. The
@@ -49,7 +57,7 @@ type ReaderConfig struct {
 func DefaultReaderConfig(p quorum.Params) ReaderConfig {
 	return ReaderConfig{Params: p, Window: RangeNanos, LookAhead: 2_000_000_000,
 		InDoubtWait: 1_000_000_000, RescanEvery: 100_000_000, DedupeHorizon: 60_000_000_000,
-		SkipBehind: 10_000_000_000}
+		SkipBehind: 10_000_000_000, MaxDeferred: 4096, DeferredRescan: 1_000_000_000, MaxDeferredRescan: 8_000_000_000}
 }
 
 // Scan is one scan the reader wants run: [From, To) on the listed
@@ -76,6 +84,9 @@ type NodeResult struct {
 	Heard   bool // answered OK for the whole range (and sealed it)
 	Entries []Entry
 	After   uint64 // with Scan.Probe: the node's first occupied offset >= To (0: none)
+	// Clock is the node's clock (unix ns) when it answered; the far-behind
+	// skip is bounded by the heard nodes' clocks, never the reader's.
+	Clock int64
 }
 
 // Delivery is one record ready for consumers.
@@ -83,6 +94,9 @@ type Delivery struct {
 	Pos    Position
 	Stripe stripe.ID
 	Record stripe.Record
+	// Late: delivered from a deferred in-doubt offset once it became
+	// decodable, after records at higher positions.
+	Late bool
 }
 
 // InDoubtReport names an offset given up on, and the nodes never heard.
@@ -107,6 +121,9 @@ type Output struct {
 	Corrupt    []CorruptReport
 	Voids      int
 	Duplicates int
+	// Resolved lists deferred in-doubt offsets settled by this Apply
+	// (delivered late, proven void, or found committed elsewhere).
+	Resolved []uint64
 	// Stalled says why a scan could not be used (too few nodes heard).
 	Stalled string
 }
@@ -126,12 +143,18 @@ type row struct {
 	shards    []*stripe.Shard
 	firstSeen int64
 	lastAsk   int64
+	// Deferred rows only: the groups settled (delivered or void) and when
+	// to re-ask the unheard nodes.
+	done     map[stripe.ID]bool
+	nextAsk  int64
+	askEvery int64
 }
 
 // Reader is the pure logic of one partition reader. It is owned by one
 // reader actor (or the simulation).
 type Reader struct {
 	cfg      ReaderConfig
+	start    Position // where reading began: nothing before it is delivered
 	pos      Position // next record to deliver
 	frontier uint64   // every offset below it was scanned
 	rows     map[uint64]*row
@@ -140,6 +163,11 @@ type Reader struct {
 	seenQ    []seenEntry
 	// later indexes buffered decodable groups: stripe id -> highest offset.
 	later map[stripe.ID]uint64
+	// deferred holds in-doubt rows the reader moved past (reader_deferred.go).
+	deferred deferredSet
+	// lastRescan: the previous Next returned a rescan, so a main scan, if
+	// one is due, goes next (a hung node must not starve progress).
+	lastRescan bool
 }
 
 type seenEntry struct {
@@ -150,7 +178,8 @@ type seenEntry struct {
 // NewReader starts a reader at from (delivering records at from.Offset
 // with index >= from.Index, then everything after).
 func NewReader(cfg ReaderConfig, from Position) *Reader {
-	return &Reader{cfg: cfg, pos: from, frontier: from.Offset, rows: make(map[uint64]*row), seen: make(map[stripe.ID]uint64), later: make(map[stripe.ID]uint64)}
+	return &Reader{cfg: cfg, start: from, pos: from, frontier: from.Offset, rows: make(map[uint64]*row),
+		seen: make(map[stripe.ID]uint64), later: make(map[stripe.ID]uint64), deferred: newDeferredSet()}
 }
 
 // Pos is the next position to deliver.
@@ -161,11 +190,28 @@ func (r *Reader) Frontier() uint64 { return r.frontier }
 
 // Next returns the scan to run at time now, or false when the reader must
 // wait for the clock (everything up to now-D is scanned) or for a blocked
-// offset's look-ahead. Rescans of unheard nodes come first.
+// offset's look-ahead. Rescans of unheard nodes come first, but never two
+// in a row while a main scan is due: a rescan of a hung node takes the
+// scan timeout, and rescans fall due again meanwhile, so serving them
+// first always would stop the reader (the rescan livelock).
 func (r *Reader) Next(now int64) (Scan, bool) {
-	if sc, ok := r.rescan(now); ok {
-		return sc, true
+	main, ok := r.mainScan(now)
+	if !r.lastRescan || !ok {
+		if sc, due := r.rescan(now); due {
+			r.lastRescan = true
+			return sc, true
+		}
+		if sc, due := r.rescanDeferred(now); due {
+			r.lastRescan = true
+			return sc, true
+		}
 	}
+	r.lastRescan = false
+	return main, ok
+}
+
+// mainScan is the next scan at the frontier, if one is due.
+func (r *Reader) mainScan(now int64) (Scan, bool) {
 	limit := uint64(max(now-int64(r.cfg.Params.ReadDelay), 0))
 	if head := r.blocked(); head != nil {
 		limit = min(limit, head.offset+r.cfg.LookAhead+1)
@@ -185,11 +231,25 @@ func (r *Reader) Next(now int64) (Scan, bool) {
 // skip moves the frontier over empty time after a probing scan: no node
 // heard holds anything in [sc.To, target), and since fewer than W nodes
 // are unheard, a stripe committed there would have a shard on a heard
-// node. So nothing committed lies below target.
+// node. So nothing committed lies below target. Nor can anything commit
+// there later: target stays SkipBehind below every heard node's clock
+// minus the accept window, and those nodes refuse offsets that old, so
+// fewer than W nodes could ever take a shard below target. The reader's
+// own clock only chooses when to probe (a reader clock seconds fast must
+// not skip over live writes); a heard node that did not report its clock
+// prevents the skip.
 func (r *Reader) skip(sc Scan, results []NodeResult) {
 	target := sc.ProbeLimit
+	accept := uint64(r.cfg.Params.AcceptWindow)
 	for _, res := range results {
-		if res.Heard && res.After != 0 {
+		if !res.Heard {
+			continue
+		}
+		if res.Clock <= 0 || uint64(res.Clock) < accept+r.cfg.SkipBehind {
+			return
+		}
+		target = min(target, uint64(res.Clock)-accept-r.cfg.SkipBehind)
+		if res.After != 0 {
 			target = min(target, res.After)
 		}
 	}
@@ -264,6 +324,7 @@ func (r *Reader) Apply(now int64, sc Scan, results []NodeResult) Output {
 	var out Output
 	if sc.Rescan {
 		r.merge(now, sc, results, &out, false)
+		r.settleDeferred(sc, &out)
 	} else if sc.From == r.frontier {
 		heard := 0
 		for _, res := range results {
@@ -271,9 +332,14 @@ func (r *Reader) Apply(now int64, sc Scan, results []NodeResult) Output {
 				heard++
 			}
 		}
-		if unheard := r.cfg.Params.N - heard; unheard >= r.cfg.Params.W {
-			out.Stalled = fmt.Sprintf("scan [%d,%d): only %d of %d nodes answered; %d unheard could hide a committed stripe",
-				sc.From, sc.To, heard, r.cfg.Params.N, unheard)
+		// With W or more unheard a committed stripe could be invisible;
+		// with more than n-k unheard no stripe can be decoded, so every
+		// committed one there would be in doubt: wait for the nodes rather
+		// than pass them (finding: three of six down skipped everything).
+		p := r.cfg.Params
+		if unheard := p.N - heard; unheard >= p.W || unheard > p.N-p.K {
+			out.Stalled = fmt.Sprintf("scan [%d,%d): only %d of %d nodes answered; with %d unheard a committed stripe could be hidden or undecodable",
+				sc.From, sc.To, heard, p.N, unheard)
 			return out
 		}
 		r.merge(now, sc, results, &out, true)
@@ -297,7 +363,7 @@ func (r *Reader) merge(now int64, sc Scan, results []NodeResult, out *Output, fr
 		}
 		heard[res.Node] = true
 		for _, e := range res.Entries {
-			if e.Offset < sc.From || e.Offset >= sc.To || (e.Offset < r.pos.Offset) {
+			if e.Offset < sc.From || e.Offset >= sc.To || (e.Offset < r.pos.Offset && r.deferred.rows[e.Offset] == nil) {
 				continue
 			}
 			rw := r.rowAt(now, e.Offset, fresh, sc)
@@ -310,22 +376,27 @@ func (r *Reader) merge(now int64, sc Scan, results []NodeResult, out *Output, fr
 		}
 	}
 	// A heard node without an entry at a buffered offset is empty there.
-	for _, off := range r.order {
-		if off < sc.From || off >= sc.To {
-			continue
-		}
-		rw := r.rows[off]
+	markEmpty := func(rw *row) {
 		for i := range n {
 			if heard[i] && rw.state[i] == cellUnheard {
 				rw.state[i] = cellEmpty
 			}
 		}
 	}
+	for _, off := range r.order {
+		if off >= sc.From && off < sc.To {
+			markEmpty(r.rows[off])
+		}
+	}
+	r.deferred.each(sc.From, sc.To, markEmpty)
 }
 
 // rowAt returns the row for off, creating it on a fresh scan.
 func (r *Reader) rowAt(now int64, off uint64, fresh bool, sc Scan) *row {
 	if rw, ok := r.rows[off]; ok {
+		return rw
+	}
+	if rw := r.deferred.rows[off]; rw != nil {
 		return rw
 	}
 	if !fresh {

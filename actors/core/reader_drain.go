@@ -1,6 +1,8 @@
 package core
 
 import (
+	"fmt"
+
 	"github.com/raidq/raidq/stripe"
 	"github.com/raidq/raidq/stripe/quorum"
 )
@@ -78,10 +80,13 @@ func (r *Reader) skipIndex(off uint64) uint32 {
 }
 
 // resolve judges every group at rw; false means wait (in doubt, still
-// within the wait and look-ahead bounds).
+// within the wait and look-ahead bounds, or the deferred set is full). A
+// row left with a group in doubt after the waits is deferred: the reader
+// moves on and keeps re-asking its unheard nodes (reader_deferred.go).
 func (r *Reader) resolve(now int64, rw *row, out *Output) bool {
 	p := r.cfg.Params
 	unheard := rw.unheardCount()
+	var doubt []stripe.ID
 	for _, g := range rw.groups() {
 		if _, dup := r.seen[g.ref.ID]; dup {
 			if p.Judge(g.seen, unheard) == quorum.Deliver {
@@ -105,8 +110,16 @@ func (r *Reader) resolve(now int64, rw *row, out *Output) bool {
 			if now-rw.firstSeen < r.cfg.InDoubtWait || r.frontier <= rw.offset+r.cfg.LookAhead {
 				return false
 			}
-			out.InDoubt = append(out.InDoubt, InDoubtReport{Offset: rw.offset, Stripe: g.ref.ID, Seen: g.seen, Unheard: rw.unheard()})
+			if r.deferred.len() >= r.cfg.MaxDeferred {
+				out.Stalled = fmt.Sprintf("%d in-doubt offsets unresolved, the most this reader keeps: waiting at offset %d for unheard nodes %v",
+					r.deferred.len(), rw.offset, rw.unheard())
+				return false
+			}
+			doubt = append(doubt, g.ref.ID)
 		}
+	}
+	if len(doubt) > 0 {
+		r.deferRow(now, rw, doubt, out)
 	}
 	return true
 }
@@ -148,6 +161,7 @@ func (r *Reader) deliver(rw *row, g *group, out *Output) {
 		}
 		out.Deliveries = append(out.Deliveries, Delivery{Pos: pos, Stripe: g.ref.ID, Record: rec})
 	}
+	r.deliveredElsewhere(g.ref.ID, rw.offset, out)
 }
 
 // prune forgets stripe ids older than the dedupe horizon.

@@ -24,7 +24,7 @@ func TestReaderSkipsEmptyTime(t *testing.T) {
 	shards, _ := stripe.Encode(stripe.ID{Seq: 1}, data, 6, 4, mustBatch(t))
 	res := make([]NodeResult, 6)
 	for i := range res {
-		res[i] = NodeResult{Node: i, Heard: i != 5, After: data + uint64(i)} // node 5 unheard: still < W
+		res[i] = NodeResult{Node: i, Heard: i != 5, After: data + uint64(i), Clock: now} // node 5 unheard: still < W
 	}
 	r.Apply(now, sc, res)
 	if r.Frontier() != data {
@@ -43,7 +43,7 @@ func TestReaderSkipsEmptyTime(t *testing.T) {
 	r2 := NewReader(cfg, Position{Offset: start})
 	sc, _ = r2.Next(now)
 	for i := range res {
-		res[i] = NodeResult{Node: i, Heard: true}
+		res[i] = NodeResult{Node: i, Heard: true, Clock: now}
 	}
 	r2.Apply(now, sc, res)
 	if r2.Frontier() != sc.ProbeLimit {
@@ -60,4 +60,38 @@ func mustBatch(t *testing.T) []byte {
 		t.Fatal(err)
 	}
 	return b
+}
+
+// TestReaderSkipUsesNodeClocks: a reader whose clock is a minute fast
+// probes, but the skip stops SkipBehind below the heard nodes' clocks
+// minus the accept window (finding 3: with the reader's clock it jumped
+// over offsets the nodes still accepted). A heard node that reports no
+// clock prevents the skip.
+func TestReaderSkipUsesNodeClocks(t *testing.T) {
+	p := quorum.Default()
+	cfg := DefaultReaderConfig(p)
+	start := uint64(1_000) * RangeNanos
+	nodeNow := int64(start + 3600*RangeNanos)
+	readerNow := nodeNow + 60_000_000_000
+	r := NewReader(cfg, Position{Offset: start})
+	sc, ok := r.Next(readerNow)
+	if !ok || !sc.Probe {
+		t.Fatalf("want a probing scan, got %+v", sc)
+	}
+	res := make([]NodeResult, 6)
+	for i := range res {
+		res[i] = NodeResult{Node: i, Heard: true, Clock: nodeNow + int64(i)*1_000_000}
+	}
+	r.Apply(readerNow, sc, res)
+	want := uint64(nodeNow) - uint64(p.AcceptWindow) - cfg.SkipBehind
+	if r.Frontier() != want {
+		t.Fatalf("frontier %d, want %d (slowest heard node clock - A - SkipBehind)", r.Frontier(), want)
+	}
+	r2 := NewReader(cfg, Position{Offset: start})
+	sc, _ = r2.Next(readerNow)
+	res[3].Clock = 0
+	r2.Apply(readerNow, sc, res)
+	if r2.Frontier() != sc.To {
+		t.Fatalf("a heard node without a clock: frontier %d, want no skip (%d)", r2.Frontier(), sc.To)
+	}
 }

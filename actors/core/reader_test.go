@@ -223,7 +223,8 @@ func TestReaderRescanResolves(t *testing.T) {
 }
 
 // TestReaderStalled: a main scan with W or more nodes unheard could hide a
-// whole committed stripe, so it is refused and the reader does not move.
+// whole committed stripe, and with more than n-k unheard none could be
+// decoded, so it is refused and the reader does not move.
 func TestReaderStalled(t *testing.T) {
 	w := newWorld(6)
 	x := sid(0, 1)
@@ -241,9 +242,15 @@ func TestReaderStalled(t *testing.T) {
 	if again, _ := r.Next(now); again.From != sc.From || again.To != sc.To || again.Rescan {
 		t.Fatalf("after a stall the reader asks %+v, want %+v again", again, sc)
 	}
+	// Three of six unheard (more than n-k): a committed stripe there
+	// could not be decoded, so the reader waits instead of passing it.
 	out = r.Apply(now, sc, w.answer(sc, 3, 4, 5))
-	if out.Stalled != "" || r.Frontier() != sc.To {
+	if !strings.Contains(out.Stalled, "only 3 of 6") || r.Frontier() != base {
 		t.Fatalf("3 unheard: stalled %q, frontier %d", out.Stalled, r.Frontier())
+	}
+	out = r.Apply(now, sc, w.answer(sc, 4, 5))
+	if out.Stalled != "" || r.Frontier() != sc.To {
+		t.Fatalf("2 unheard: stalled %q, frontier %d", out.Stalled, r.Frontier())
 	}
 }
 
@@ -275,16 +282,17 @@ func TestReaderRowsBehindHeadRescanned(t *testing.T) {
 	w.put(encode(t, y, oy, 2), 0, 1, 2, 5)
 	w.put(encode(t, z, oz, 2), 0, 1, 2, 3)
 	start := startNow()
+	// Node 5 is unheard before back5, node 3 from then until back3 (at
+	// most two unheard at once: with three the reader would wait).
 	back5, back3 := start+300*ms, start+1200*ms
 	deaf := func(_ Scan, now int64, _ *Reader) []int {
-		d := []int{4}
-		if now < back5 {
-			d = append(d, 5)
+		switch {
+		case now < back5:
+			return []int{4, 5}
+		case now < back3:
+			return []int{3, 4}
 		}
-		if now < back3 {
-			d = append(d, 3)
-		}
-		return d
+		return []int{4}
 	}
 	l := drive(newTestReader(), w, start, until(), 10*ms, deaf)
 	if len(l.inDoubt) != 1 || l.inDoubt[0].Stripe != x {

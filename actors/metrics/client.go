@@ -16,7 +16,8 @@ type Client struct {
 	attempts, retries, conflicts, rewrites *prometheus.CounterVec
 	ackLatency                             *prometheus.HistogramVec
 	deliveries, voids, duplicates, inDoubt *prometheus.CounterVec
-	corrupt, stalls                        *prometheus.CounterVec
+	corrupt, stalls, resolved, late        *prometheus.CounterVec
+	inDoubtPending                         *prometheus.GaugeVec
 }
 
 // NewClient registers the client metrics in reg (or reuses those a client
@@ -53,7 +54,16 @@ func NewClient(reg prometheus.Registerer) (*Client, error) {
 	m.deliveries = counter("reader", "deliveries_total", "Records delivered to consumers.")
 	m.voids = counter("reader", "voids_total", "Stripe copies skipped as never committed (too few shards anywhere: a failed attempt).")
 	m.duplicates = counter("reader", "duplicates_total", "Stripes skipped as already delivered (a retried or rewritten stripe).")
-	m.inDoubt = counter("reader", "in_doubt_total", "Offsets skipped after waiting for unheard nodes (possibly committed, not decodable).")
+	m.inDoubt = counter("reader", "in_doubt_total", "Offsets passed after waiting for unheard nodes (possibly committed, not decodable); each is kept and re-asked until resolved.")
+	m.resolved = counter("reader", "in_doubt_resolved_total", "In-doubt offsets settled later: delivered late, proven void, or found committed elsewhere.")
+	m.late = counter("reader", "late_deliveries_total", "Records delivered late, from an in-doubt offset that became decodable.")
+	gv := prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: Namespace, Subsystem: "reader", Name: "in_doubt_pending",
+		Help: "In-doubt offsets a reader passed and still watches (a group never commits past the lowest)."}, []string{"topic", "partition"})
+	if got, rerr := register(reg, gv); rerr != nil {
+		err = errors.Join(err, rerr)
+	} else {
+		m.inDoubtPending = got
+	}
 	m.corrupt = counter("reader", "corrupt_shards_total", "Shards that failed their checks and were treated as missing.")
 	m.stalls = counter("reader", "stalls_total", "Scans that could not be used because too few nodes answered.")
 	if err != nil {
@@ -136,11 +146,13 @@ func (p *Producer) Conflict() {
 
 // Reader is one reader's metrics (children of one topic).
 type Reader struct {
-	deliveries, voids, duplicates, inDoubt, corrupt, stalls prometheus.Counter
+	deliveries, voids, duplicates, inDoubt, corrupt, stalls, resolved, late prometheus.Counter
+	pending                                                                 prometheus.Gauge
 }
 
-// Reader returns the metrics of a reader of topic (nil if m is nil).
-func (m *Client) Reader(topic string) *Reader {
+// Reader returns the metrics of a reader of one partition of topic (nil
+// if m is nil).
+func (m *Client) Reader(topic string, partition int) *Reader {
 	if m == nil {
 		return nil
 	}
@@ -148,6 +160,23 @@ func (m *Client) Reader(topic string) *Reader {
 		deliveries: m.deliveries.WithLabelValues(topic), voids: m.voids.WithLabelValues(topic),
 		duplicates: m.duplicates.WithLabelValues(topic), inDoubt: m.inDoubt.WithLabelValues(topic),
 		corrupt: m.corrupt.WithLabelValues(topic), stalls: m.stalls.WithLabelValues(topic),
+		resolved: m.resolved.WithLabelValues(topic), late: m.late.WithLabelValues(topic),
+		pending: m.inDoubtPending.WithLabelValues(topic, fmt.Sprint(partition)),
+	}
+}
+
+// Deferred records a reader's unresolved in-doubt offsets, those it
+// settled, and its late deliveries.
+func (r *Reader) Deferred(pending, resolved, late int) {
+	if r == nil {
+		return
+	}
+	r.pending.Set(float64(pending))
+	if resolved > 0 {
+		r.resolved.Add(float64(resolved))
+	}
+	if late > 0 {
+		r.late.Add(float64(late))
 	}
 }
 

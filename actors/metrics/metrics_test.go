@@ -23,7 +23,8 @@ func TestNilMetricsRecordNothing(t *testing.T) {
 	c.Producer("t").Failed(1)
 	c.Producer("t").Attempt(true, true)
 	c.Producer("t").Conflict()
-	c.Reader("t").Applied(1, 1, 1, 1, 1, true)
+	c.Reader("t", 0).Applied(1, 1, 1, 1, 1, true)
+	c.Reader("t", 0).Deferred(1, 1, 1)
 	if m, err := NewNode(nil, "n0", NodeGauges{}); m != nil || err != nil {
 		t.Fatalf("NewNode(nil) = %v, %v; want nil, nil", m, err)
 	}
@@ -80,7 +81,7 @@ func TestClientsShareMetrics(t *testing.T) {
 	c1.Producer("orders").Acked(3, time.Millisecond)
 	c2.Producer("orders").Acked(2, time.Millisecond)
 	c2.Producer("orders").Attempt(true, false)
-	c1.Reader("orders").Applied(5, 1, 0, 0, 2, true)
+	c1.Reader("orders", 0).Applied(5, 1, 0, 0, 2, true)
 	orders := map[string]string{"topic": "orders"}
 	expect(t, reg, "raidq_producer_records_total", map[string]string{"topic": "orders", "result": "acked"}, 5)
 	expect(t, reg, "raidq_producer_stripe_attempts_total", orders, 1)
