@@ -80,7 +80,7 @@ type Client struct {
 // Connect dials a NATS URL and returns a client.
 func Connect(url string, opts ...Option) (*Client, error) {
 	o := buildOptions(opts)
-	nopts := append([]nats.Option{nats.Name(o.name), nats.Timeout(o.timeout), nats.MaxReconnects(-1)}, o.natsOpt...)
+	nopts := append(failoverOptions(o), o.natsOpt...)
 	nc, err := nats.Connect(url, nopts...)
 	if err != nil {
 		if hint := connectHint(url, err, nopts); hint != "" { // security.go
@@ -100,6 +100,30 @@ func Connect(url string, opts ...Option) (*Client, error) {
 	}
 	c.ownNC = true
 	return c, nil
+}
+
+// Client connection liveness: a server that dies, hangs (SIGSTOP) or is
+// cut off is noticed within about PingInterval*(MaxPingsOutstanding+1)
+// (nats.go's defaults, 2 min and 2, would take four minutes), and the
+// connection moves to another URL of the list after ReconnectWait.
+const (
+	clientPingInterval = time.Second
+	clientMaxPings     = 3
+	clientReconnect    = 250 * time.Millisecond
+)
+
+// failoverOptions are the nats.Connect options every client connection
+// gets before the caller's own (WithNATSOptions may override them).
+func failoverOptions(o options) []nats.Option {
+	return []nats.Option{nats.Name(o.name), nats.Timeout(o.timeout), nats.MaxReconnects(-1),
+		nats.PingInterval(clientPingInterval), nats.MaxPingsOutstanding(clientMaxPings),
+		nats.ReconnectWait(clientReconnect), nats.ReconnectJitter(100*time.Millisecond, time.Second),
+		nats.DisconnectErrHandler(func(nc *nats.Conn, err error) {
+			o.logger.Warn("NATS connection lost; reconnecting to another server of the list", "server", nc.ConnectedUrlRedacted(), "err", err)
+		}),
+		nats.ReconnectHandler(func(nc *nats.Conn) {
+			o.logger.Info("NATS connection restored", "server", nc.ConnectedUrlRedacted())
+		})}
 }
 
 // ConnectConn builds a client over an existing NATS connection (in-process

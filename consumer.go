@@ -1,6 +1,8 @@
 package raidq
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -17,16 +19,17 @@ type ConsumerOptions struct {
 	From time.Time
 	// Partitions to read; nil means all.
 	Partitions []int
-	// Buffer is the capacity of the Messages channel (default 1024).
+	// Buffer is how many decoded messages wait for the application
+	// (default 1024); a full buffer pauses the partitions' readers.
 	Buffer int
 	// OnReport receives the readers' in-doubt, corrupt and stall reports.
 	OnReport func(partition int, out core.Output)
 
 	// Group makes the consumer a member of a consumer group (see
 	// groups.go): the group's live members share the topic's partitions
-	// and commit positions (Consumer.Commit). From then only applies to a
-	// partition the group has no position for, and zero From means the
-	// topic's creation (earliest). Partitions must be nil.
+	// and commit positions. From then only applies to a partition the
+	// group has no position for, and zero From means the topic's creation
+	// (earliest). Partitions must be nil.
 	Group string
 	// Member is this member's id in the group (default a random one). Two
 	// live consumers must not share one.
@@ -35,29 +38,44 @@ type ConsumerOptions struct {
 	// the client's own (Connect binds it unless topics came from WithCatalog).
 	Meta *meta.Store
 	// AutoCommit, with a group, commits every partition's position this
-	// often: after the messages the application has taken from Messages,
-	// except the last one taken (it may still be processing it; it is
-	// committed once the next one is taken, or by Close). Zero: the
-	// application commits with Commit.
+	// often, and when a partition moves to another member or the consumer
+	// closes: the position after the messages the application is done
+	// with. A message is done once the application takes the next one
+	// (from Next or Messages) or calls Next again, or commits it. Zero:
+	// the application commits with Commit.
 	AutoCommit time.Duration
+	// SessionTimeout, with a group, is how long the other members wait
+	// for this member's heartbeat to advance before they take its
+	// partitions (default meta.GroupTTL, like Kafka's session.timeout.ms).
+	// A member that cannot heartbeat for three quarters of it pauses
+	// delivery until it can, so two members never deliver a partition at
+	// once.
+	SessionTimeout time.Duration
 }
 
-// Consumer reads one topic's partitions and delivers their messages on one
-// channel, each partition in position order, deduplicated by stripe id.
+// Consumer reads one topic's partitions and delivers their messages, each
+// partition in position order, deduplicated by stripe id.
+//
+// A consumer rides through transient trouble: nodes down or hung, its NATS
+// server lost (the connection moves to another URL), the metadata KV
+// stalled. It retries, keeps delivering what it safely can and logs each
+// change of state once. It ends only on Close, or on a fatal error (the
+// topic deleted, permission refused), which Next and Err return.
 type Consumer struct {
-	c       *Client
-	topic   string
-	opts    ConsumerOptions
-	ch      chan Message
-	mu      sync.Mutex
+	c     *Client
+	topic string
+	opts  ConsumerOptions
+	buf   chan Message // the readers' decoded messages, for the forwarder
+	ch    chan Message // forwarder -> application (unbuffered)
+	mu    sync.Mutex
+	// readers of a plain consumer (a group's are in its parts)
 	readers []*actors.Reader
 	gen     int
 	closed  bool
 	quit    chan struct{}
+	fwdDone chan struct{}
 	group   *groupState // nil without a group
-	// sendMu is held (read) by sinks while they forward to ch, and
-	// (write) by Close before it closes ch, so no send hits a closed channel.
-	sendMu sync.RWMutex
+	fatal   error       // set once, before quit closes; guarded by mu
 }
 
 // Consumer starts reading topic.
@@ -85,16 +103,85 @@ func (c *Client) Consumer(topic string, opts ConsumerOptions) (*Consumer, error)
 	if opts.From.IsZero() {
 		opts.From = time.Now()
 	}
-	cons := &Consumer{c: c, topic: topic, opts: opts, ch: make(chan Message, opts.Buffer), quit: make(chan struct{})}
+	cons := newConsumer(c, topic, opts)
 	if err := cons.start(opts.From); err != nil {
-		cons.Close()
+		_ = cons.Close()
 		return nil, err
 	}
+	go cons.watchTopic()
 	return cons, nil
 }
 
-// Messages is the channel of delivered messages. It is closed by Close.
+func newConsumer(c *Client, topic string, opts ConsumerOptions) *Consumer {
+	cons := &Consumer{c: c, topic: topic, opts: opts, buf: make(chan Message, opts.Buffer), ch: make(chan Message),
+		quit: make(chan struct{}), fwdDone: make(chan struct{})}
+	go cons.forward()
+	return cons
+}
+
+// Messages is the channel of delivered messages. It is closed by Close and
+// after a fatal error (see Err).
 func (c *Consumer) Messages() <-chan Message { return c.ch }
+
+// Next returns the next message, waiting for one until ctx is done. It
+// fails with ErrClosed after Close, or with the fatal error that ended the
+// consumer. Calling Next also tells a group consumer that the application
+// is done with the message Next returned before (AutoCommit).
+func (c *Consumer) Next(ctx context.Context) (Message, error) {
+	if c.group != nil {
+		c.group.idle()
+	}
+	select {
+	case m, ok := <-c.ch:
+		if !ok {
+			return Message{}, c.endErr()
+		}
+		return m, nil
+	case <-ctx.Done():
+		return Message{}, ctx.Err()
+	}
+}
+
+// Err is the fatal error that ended the consumer, or nil.
+func (c *Consumer) Err() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.fatal
+}
+
+func (c *Consumer) endErr() error {
+	if err := c.Err(); err != nil {
+		return err
+	}
+	return ErrClosed
+}
+
+// forward is the only sender on the application's channel: it knows
+// exactly which message the application took (the send completes only
+// then), and drops messages of partitions this member no longer reads.
+func (c *Consumer) forward() {
+	defer close(c.fwdDone)
+	defer close(c.ch)
+	for {
+		var m Message
+		select {
+		case m = <-c.buf:
+		case <-c.quit:
+			return
+		}
+		if c.group != nil && !c.group.deliverable(m) {
+			continue
+		}
+		select {
+		case c.ch <- m:
+			if c.group != nil {
+				c.group.took(m)
+			}
+		case <-c.quit:
+			return
+		}
+	}
+}
 
 func (c *Consumer) start(from time.Time) error {
 	c.mu.Lock()
@@ -119,33 +206,71 @@ func (c *Consumer) report(p int) func(core.Output) {
 	return func(out core.Output) { c.opts.OnReport(p, out) }
 }
 
-// sink forwards one reader's deliveries to the channel; it blocks while
-// the channel is full, which pauses that reader (backpressure).
+// sink forwards one reader's deliveries to the buffer; it blocks while the
+// buffer is full, which pauses that reader (backpressure).
 func (c *Consumer) sink(p, gen int) func([]core.Delivery) {
 	return func(ds []core.Delivery) {
-		c.sendMu.RLock()
-		defer c.sendMu.RUnlock()
 		for _, d := range ds {
-			m := recordMessage(c.topic, p, d.Record)
-			m.Position, m.Stripe = d.Pos, d.Stripe
 			c.mu.Lock()
 			stale := c.gen != gen
 			c.mu.Unlock()
 			if stale {
 				return
 			}
+			m := deliveryMessage(c.topic, p, d)
 			select {
-			case <-c.quit:
-				return
-			default:
-			}
-			select {
-			case c.ch <- m:
+			case c.buf <- m:
 			case <-c.quit:
 				return
 			}
 		}
 	}
+}
+
+func deliveryMessage(topic string, p int, d core.Delivery) Message {
+	m := recordMessage(topic, p, d.Record)
+	m.Position, m.Stripe, m.Late = d.Pos, d.Stripe, d.Late
+	return m
+}
+
+// watchTopic ends a plain consumer whose topic was deleted (a group
+// member's loop checks its own).
+func (c *Consumer) watchTopic() {
+	t := time.NewTicker(2 * time.Second)
+	defer t.Stop()
+	gone := 0
+	for {
+		select {
+		case <-c.quit:
+			return
+		case <-t.C:
+		}
+		if _, err := c.c.core.Catalog().Topic(c.topic); errors.Is(err, ErrUnknownTopic) {
+			gone++
+		} else {
+			gone = 0
+		}
+		if gone >= topicGoneChecks {
+			c.fail(fmt.Errorf("raidq: consumer of topic %s: the topic was deleted: %w", c.topic, ErrUnknownTopic))
+			return
+		}
+	}
+}
+
+// topicGoneChecks: a topic missing from the catalog this many checks in a
+// row is deleted (one miss may be a catalog refresh in flight).
+const topicGoneChecks = 3
+
+// fail ends the consumer with a fatal error: Next and Err return it and
+// Messages is closed.
+func (c *Consumer) fail(err error) {
+	c.c.logger.Error("consumer stopped", "topic", c.topic, "err", err)
+	c.mu.Lock()
+	if c.fatal == nil {
+		c.fatal = err
+	}
+	c.mu.Unlock()
+	go func() { _ = c.Close() }()
 }
 
 // Seek restarts every partition at time t (positions are times). In a
@@ -171,12 +296,15 @@ func (c *Consumer) stopReaders() {
 	}
 }
 
-// Close stops the consumer and closes Messages.
-func (c *Consumer) Close() {
+// Close stops the consumer and closes Messages. A group member first
+// commits (AutoCommit) and releases its partitions and leaves the group,
+// so the others take over at once. It returns the fatal error that ended
+// the consumer, if any.
+func (c *Consumer) Close() error {
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
-		return
+		return c.Err()
 	}
 	c.closed = true
 	c.mu.Unlock()
@@ -186,11 +314,7 @@ func (c *Consumer) Close() {
 	c.mu.Lock()
 	close(c.quit)
 	c.mu.Unlock()
-	if c.group != nil && c.group.fwdDone != nil {
-		<-c.group.fwdDone
-	}
+	<-c.fwdDone
 	c.stopReaders()
-	c.sendMu.Lock()
-	close(c.ch)
-	c.sendMu.Unlock()
+	return c.Err()
 }

@@ -6,11 +6,13 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/nats-io/nats.go"
 
 	"github.com/raidq/raidq/actors"
 	"github.com/raidq/raidq/actors/core"
@@ -18,31 +20,43 @@ import (
 	"github.com/raidq/raidq/bus/meta"
 )
 
-// Consumer groups (DESIGN §8, the "generations" of seed 003).
+// Consumer groups (DESIGN §8, the generations of seed 003; the policy is
+// core.PlanGroup and core.Liveness, this file carries it out).
 //
-// The live members of a group share a topic's partitions: every member
-// heartbeats in the groups bucket every GroupInterval, lists the members
-// whose heartbeat is younger than meta.GroupTTL, and owns the partitions
-// for which its id has the highest rendezvous hash of
-// group/topic/partition/member. A member that takes a partition claims its
-// position entry (compare-and-set on the KV revision), which fences the
-// previous owner: that owner's next Commit fails with ErrFenced and its
-// reader stops. Reading starts from the committed position, or from
-// ConsumerOptions.From when the group has none (zero From = the topic's
-// creation, i.e. earliest).
+// The live members of a group share a topic's partitions by rendezvous
+// hashing. Every GroupInterval a member writes its heartbeat record, lists
+// the others' records and the partitions' position records, and plans:
 //
-// Delivery is at-least-once: whatever the previous owner delivered after
-// its last commit is delivered again to the new owner after a rebalance or
-// a crash. Within one owner's reading, records are deduplicated by stripe
-// id like any consumer's; across owners, dedupe on Message.Stripe plus the
-// record's index (Message.Position.Index) if duplicates matter. A crashed
-// member's partitions move after meta.GroupTTL plus up to one interval; a
-// member that Closes leaves the group and its partitions move within one
-// interval.
+//   - Liveness is judged on this member's own monotonic clock from the
+//     other records' revisions (core.Liveness); a metadata stall judges
+//     nobody dead.
+//   - Revoke before assign: a partition assigned here is claimed only once
+//     its record is released, names this member, or names a member judged
+//     dead. A partition assigned elsewhere is given up at once: its reader
+//     stops, messages of it still buffered are dropped, the member waits
+//     (up to revokeGrace) for the application to finish the one it holds,
+//     commits (AutoCommit) and releases the record in one compare-and-set.
+//   - A claim rewrites the record as this member's: the previous owner, if
+//     it was only presumed dead, finds itself fenced at its next round or
+//     commit and stops.
+//   - A member that has not heartbeaten for core.PauseAfter(session)
+//     pauses delivery until it can: by then the others may judge it dead.
+//
+// Commits never pass the partition reader's lowest unresolved in-doubt
+// offset (actors.Reader.LowWater), so a member that takes a partition over
+// re-reads anything the previous owner could not yet decode.
+//
+// Delivery is at-least-once across failures: what a crashed member
+// delivered after its last commit is delivered again by its successor.
+// Without failures (joins, leaves, Close) a partition moves without
+// redelivery when the application commits or uses AutoCommit.
 
-// GroupInterval is how often a group member heartbeats and recomputes its
-// partitions.
-const GroupInterval = 2 * time.Second
+// GroupInterval is how often a group member heartbeats and rebalances.
+const GroupInterval = time.Second
+
+// revokeGrace bounds the wait, when a partition moves away, for the
+// application to finish the message of it that it holds.
+const revokeGrace = 3 * time.Second
 
 // ErrFenced: the partition was claimed by another member of the group since
 // this member read it (a rebalance, or this member was presumed dead); the
@@ -59,28 +73,34 @@ var gens atomic.Uint64
 
 // groupState is a group consumer's membership and owned partitions.
 type groupState struct {
-	c      *Consumer
-	store  *meta.Store
-	group  string
-	member string
-	from   time.Time // zero: earliest
-	auto   time.Duration
+	c       *Consumer
+	store   *meta.Store
+	group   string
+	member  string
+	from    time.Time // zero: earliest
+	auto    time.Duration
+	session time.Duration
 
-	mu      sync.Mutex
-	parts   map[int]*groupPart
-	backoff map[int]time.Time // fenced partitions not reclaimed before
-	stopped bool
-	crashed bool
-	quit    chan struct{}
-	done    chan struct{}
+	// Owned by the loop goroutine (run).
+	epoch     time.Time // the core's clock: monotonic ns since epoch
+	live      *core.Liveness
+	lastBeat  time.Time
+	trouble   string // the state last logged, so each change is logged once
+	topicGone int
 
-	// With AutoCommit the sinks hand messages to the forwarder (in), which
-	// alone sends on the channel and remembers what it sent and the
-	// application has not yet taken (queue).
-	in      chan handoff
-	fwdDone chan struct{}
-	hmu     sync.Mutex
-	queue   []handoff
+	mu       sync.Mutex
+	parts    map[int]*groupPart
+	releases map[int]*groupPart // given up, record not yet released
+	stopped  bool
+	quit     chan struct{}
+	done     chan struct{}
+
+	pmu    sync.Mutex
+	resume chan struct{} // closed while delivering; open while paused
+
+	hmu    sync.Mutex
+	inHand *handoff      // the message the application holds
+	handCh chan struct{} // closed (and renewed) when inHand changes
 }
 
 // groupPart is one owned partition: its reader and the claim's revision.
@@ -96,13 +116,12 @@ type groupPart struct {
 	committed core.Position // next position, as committed (or claimed)
 	seeked    bool          // a Seek allows commits below committed
 
-	processed core.Position // AutoCommit: after the last message done (guarded by groupState.hmu)
+	processed core.Position // after the last message done (guarded by groupState.hmu)
 }
 
 type handoff struct {
 	part *groupPart
 	next core.Position
-	m    Message
 }
 
 func newMemberID() string {
@@ -125,6 +144,13 @@ func (c *Client) groupConsumer(t *actors.Topic, opts ConsumerOptions) (*Consumer
 	if err := bus.ValidName("member", opts.Member); err != nil {
 		return nil, err
 	}
+	if opts.SessionTimeout <= 0 {
+		opts.SessionTimeout = meta.GroupTTL
+	}
+	if opts.SessionTimeout < 3*GroupInterval || opts.SessionTimeout > meta.MaxSession {
+		return nil, fmt.Errorf("consumer group %q: session timeout %v: must be %v..%v", opts.Group, opts.SessionTimeout,
+			3*GroupInterval, meta.MaxSession)
+	}
 	store := opts.Meta
 	if store == nil {
 		store = c.meta
@@ -132,25 +158,43 @@ func (c *Client) groupConsumer(t *actors.Topic, opts ConsumerOptions) (*Consumer
 	if store == nil {
 		return nil, fmt.Errorf("consumer group %q: no metadata store (connect without WithCatalog, or set ConsumerOptions.Meta)", opts.Group)
 	}
-	cons := &Consumer{c: c, topic: t.Name, opts: opts, ch: make(chan Message, opts.Buffer), quit: make(chan struct{})}
-	g := &groupState{c: cons, store: store, group: opts.Group, member: opts.Member, from: opts.From, auto: opts.AutoCommit,
-		parts: make(map[int]*groupPart), backoff: make(map[int]time.Time), quit: make(chan struct{}), done: make(chan struct{})}
-	cons.group = g
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := store.GroupHeartbeat(ctx, g.group, t.Name, g.member, time.Now()); err != nil {
+	g := &groupState{store: store, group: opts.Group, member: opts.Member, from: opts.From, auto: opts.AutoCommit,
+		session: opts.SessionTimeout, epoch: time.Now(), parts: make(map[int]*groupPart), releases: make(map[int]*groupPart),
+		quit: make(chan struct{}), done: make(chan struct{}), resume: make(chan struct{}), handCh: make(chan struct{})}
+	close(g.resume)
+	g.live = core.NewLiveness(g.now())
+	// Join: a refusal (permissions) fails here, clearly; a metadata stall
+	// does not: the member retries in its loop.
+	ctx, cancel := context.WithTimeout(context.Background(), GroupInterval*3)
+	err := store.GroupHeartbeat(ctx, g.group, t.Name, g.member, time.Now(), g.session)
+	cancel()
+	if err != nil && refused(err) {
 		return nil, fmt.Errorf("consumer group %q: join: %w", g.group, err)
 	}
-	if g.auto > 0 {
-		g.in, g.fwdDone = make(chan handoff), make(chan struct{})
-		go g.forward()
+	if err == nil {
+		g.lastBeat = time.Now()
+	} else {
+		g.lastBeat = time.Now() // a session starts at the join either way
+		c.logger.Warn("consumer group: first heartbeat failed; retrying", "group", g.group, "topic", t.Name,
+			"member", g.member, "err", err)
 	}
+	cons := newConsumer(c, t.Name, opts)
+	g.c = cons
+	cons.group = g
 	go g.run()
 	return cons, nil
 }
 
-func (g *groupState) log() []any {
-	return []any{"group", g.group, "topic", g.c.topic, "member", g.member}
+// refused: the cluster said no (permissions), as opposed to not answering.
+func refused(err error) bool {
+	return errors.Is(err, nats.ErrPermissionViolation) || errors.Is(err, nats.ErrAuthorization) ||
+		strings.Contains(err.Error(), "Permissions Violation")
+}
+
+func (g *groupState) now() int64 { return time.Since(g.epoch).Nanoseconds() }
+
+func (g *groupState) logArgs(kv ...any) []any {
+	return append([]any{"group", g.group, "topic", g.c.topic, "member", g.member}, kv...)
 }
 
 func (g *groupState) run() {
@@ -164,132 +208,150 @@ func (g *groupState) run() {
 		auto = at.C
 	}
 	for {
-		g.rebalance()
+		g.round()
 		select {
 		case <-g.quit:
 			return
 		case <-t.C:
 		case <-auto:
-			g.autoCommit(false)
+			g.commitAll()
 			continue
 		}
 	}
 }
 
-// ctx bounds one round of metadata calls.
-func (g *groupState) ctx() (context.Context, context.CancelFunc) {
-	return context.WithTimeout(context.Background(), GroupInterval*2)
+// setTrouble logs a change of the member's trouble state once ("" = fine).
+func (g *groupState) setTrouble(state string, err error) {
+	if state == g.trouble {
+		return
+	}
+	log := g.c.c.logger
+	switch {
+	case state == "":
+		log.Info("consumer group: metadata reachable again", g.logArgs("was", g.trouble)...)
+	default:
+		log.Warn("consumer group: "+state+"; retrying, keeping the partitions held", g.logArgs("err", err)...)
+	}
+	g.trouble = state
 }
 
-// rebalance heartbeats, lists the live members and moves partitions.
-func (g *groupState) rebalance() {
-	ctx, cancel := g.ctx()
+// round heartbeats, lists the members and positions, and moves partitions.
+func (g *groupState) round() {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*GroupInterval)
+	err := g.store.GroupHeartbeat(ctx, g.group, g.c.topic, g.member, time.Now(), g.session)
+	cancel()
+	beat := err == nil
+	if beat {
+		g.lastBeat = time.Now()
+	} else if refused(err) {
+		g.c.fail(fmt.Errorf("consumer group %s: heartbeat refused: %w", g.group, err))
+		return
+	} else {
+		g.setTrouble("heartbeat failed", err)
+	}
+	if time.Since(g.lastBeat) > time.Duration(core.PauseAfter(int64(g.session))) {
+		g.pause()
+	}
+	ctx, cancel = context.WithTimeout(context.Background(), 3*GroupInterval)
 	defer cancel()
-	now := time.Now()
-	log := g.c.c.logger
-	if err := g.store.GroupHeartbeat(ctx, g.group, g.c.topic, g.member, now); err != nil {
-		log.Warn("consumer group heartbeat failed", append(g.log(), "err", err)...)
-	}
-	members, err := g.store.GroupMembers(ctx, g.group, g.c.topic, now)
+	beats, err := g.store.GroupBeats(ctx, g.group, g.c.topic)
 	if err != nil {
-		log.Warn("consumer group: listing members failed; keeping the current partitions", append(g.log(), "err", err)...)
+		g.live.Failed(g.now())
+		g.setTrouble("listing members failed", err)
 		return
 	}
-	t, err := g.c.c.core.Catalog().Topic(g.c.topic)
+	obs := make(map[string]core.MemberBeat, len(beats))
+	for m, b := range beats {
+		obs[m] = core.MemberBeat{Revision: b.Revision, Session: int64(b.Session)}
+	}
+	g.live.Observe(g.now(), obs)
+	owners, err := g.store.GroupPositions(ctx, g.group, g.c.topic)
 	if err != nil {
-		log.Warn("consumer group: topic gone; keeping the current partitions", append(g.log(), "err", err)...)
+		g.setTrouble("listing positions failed", err)
 		return
 	}
-	want := make(map[int]bool)
-	for _, p := range assign(g.group, g.c.topic, t.Partitions, withMember(members, g.member), g.member) {
-		want[p] = true
+	if !g.topicStill() {
+		return
 	}
-	var revoke, keep []*groupPart
-	var claim []int
+	t, _ := g.c.c.core.Catalog().Topic(g.c.topic)
+	g.apply(ctx, t.Partitions, owners)
+	if beat {
+		g.unpause()
+		g.setTrouble("", nil)
+	}
+}
+
+// topicStill counts rounds without the topic; after topicGoneChecks the
+// consumer ends (the topic was deleted).
+func (g *groupState) topicStill() bool {
+	if _, err := g.c.c.core.Catalog().Topic(g.c.topic); !errors.Is(err, ErrUnknownTopic) {
+		g.topicGone = 0
+		return err == nil
+	}
+	g.topicGone++
+	if g.topicGone >= topicGoneChecks {
+		g.c.fail(fmt.Errorf("consumer group %s: topic %s was deleted: %w", g.group, g.c.topic, ErrUnknownTopic))
+	}
+	return false
+}
+
+// apply carries out core.PlanGroup for this round.
+func (g *groupState) apply(ctx context.Context, partitions int, owners map[int]meta.PositionEntry) {
+	v := core.GroupView{Group: g.group, Topic: g.c.topic, Partitions: partitions, Me: g.member,
+		Live: g.live.Live(g.now()), Owners: make(map[int]string), Held: make(map[int]bool)}
+	for p, e := range owners {
+		v.Owners[p] = e.Pos.Member
+	}
 	g.mu.Lock()
 	if g.stopped {
 		g.mu.Unlock()
 		return
 	}
-	for p, part := range g.parts {
-		if want[p] {
-			keep = append(keep, part)
-		} else {
-			revoke = append(revoke, part)
-		}
+	for p := range g.parts {
+		v.Held[p] = true
 	}
-	for p := range want {
-		if _, ok := g.parts[p]; !ok && now.After(g.backoff[p]) {
-			claim = append(claim, p)
-		}
+	pending := make([]*groupPart, 0, len(g.releases))
+	for _, part := range g.releases {
+		pending = append(pending, part)
 	}
 	g.mu.Unlock()
-	sort.Ints(claim)
-	for _, part := range revoke {
-		g.drop(part, false)
-		if g.auto > 0 {
-			g.commitProcessed(ctx, part)
-		}
-		log.Info("consumer group: partition moved to another member", append(g.log(), "partition", part.p)...)
-	}
-	for _, part := range keep {
-		// A member with a stale view may have claimed it: stop at once
-		// rather than at the next commit.
-		pos, _, err := g.store.Position(ctx, g.group, g.c.topic, part.p)
-		if err == nil && pos.Member != g.member {
-			g.drop(part, true)
-			log.Info("consumer group: partition claimed by another member", append(g.log(), "partition", part.p, "by", pos.Member)...)
+	plan := core.PlanGroup(v)
+	log := g.c.c.logger
+	for _, p := range plan.Fenced {
+		if part := g.held(p); part != nil {
+			g.drop(part)
+			log.Info("consumer group: partition claimed by another member; stopped here", g.logArgs("partition", p, "by", v.Owners[p])...)
 		}
 	}
-	for _, p := range claim {
-		if err := g.claim(ctx, p); err != nil {
-			log.Warn("consumer group: claiming partition failed; retrying next round", append(g.log(), "partition", p, "err", err)...)
+	for _, p := range plan.Release {
+		if part := g.held(p); part != nil {
+			g.release(ctx, part)
+		}
+	}
+	for _, part := range pending {
+		g.finishRelease(ctx, part)
+	}
+	for _, p := range plan.Claim {
+		if err := g.claim(ctx, p, owners[p]); err != nil && !errors.Is(err, meta.ErrFenced) {
+			g.setTrouble("claiming a partition failed", err)
 		}
 	}
 }
 
-func withMember(members []string, me string) []string {
-	for _, m := range members {
-		if m == me {
-			return members
-		}
-	}
-	return append(members, me)
+func (g *groupState) held(p int) *groupPart {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.parts[p]
 }
 
-// assign returns the partitions member owns among members: those for
-// which it has the highest rendezvous hash (ties to the smaller id).
-func assign(group, topic string, partitions int, members []string, member string) []int {
-	var out []int
-	for p := 0; p < partitions; p++ {
-		best, bestScore := "", uint64(0)
-		for _, m := range members {
-			h := fnv.New64a()
-			fmt.Fprintf(h, "%s/%s/%d/%s", group, topic, p, m)
-			s := h.Sum64()
-			if best == "" || s > bestScore || (s == bestScore && m < best) {
-				best, bestScore = m, s
-			}
-		}
-		if best == member {
-			out = append(out, p)
-		}
-	}
-	return out
-}
-
-// claim takes partition p: it rewrites the group's position entry as this
-// member's (fencing the previous owner) and starts reading from it.
-func (g *groupState) claim(ctx context.Context, p int) error {
-	var pos meta.GroupPosition
-	var rev uint64
-	var err error
-	for try := 0; try < 3; try++ {
-		pos, rev, err = g.store.ClaimPosition(ctx, g.group, g.c.topic, p, g.member, time.Now())
-		if !errors.Is(err, meta.ErrFenced) {
-			break
-		}
-	}
+// claim takes partition p, free per the plan: it rewrites the record as
+// this member's (fencing a presumed-dead owner) and starts reading from
+// the committed position.
+func (g *groupState) claim(ctx context.Context, p int, e meta.PositionEntry) error {
+	pos := e.Pos
+	prev := pos.Member
+	pos.Member, pos.Updated = g.member, time.Now().UnixNano()
+	rev, err := g.store.CommitPosition(ctx, g.group, g.c.topic, p, pos, e.Rev)
 	if err != nil {
 		return err
 	}
@@ -310,8 +372,9 @@ func (g *groupState) claim(ctx context.Context, p int) error {
 		return nil
 	}
 	g.parts[p] = part
+	delete(g.releases, p)
 	g.mu.Unlock()
-	g.c.c.logger.Info("consumer group: partition claimed", append(g.log(), "partition", p, "from", from.String(), "previous_owner", pos.Member)...)
+	g.c.c.logger.Info("consumer group: partition claimed", g.logArgs("partition", p, "from", from.String(), "previous_owner", prev)...)
 	return nil
 }
 
@@ -325,37 +388,23 @@ func (g *groupState) startReader(part *groupPart, from core.Position) error {
 	return nil
 }
 
-// sink forwards a partition's deliveries to the channel (through the
-// forwarder with AutoCommit) until the partition is dropped or the
-// consumer closes.
+// sink forwards a partition's deliveries to the buffer until the
+// partition is dropped or the consumer closes; it waits while paused.
 func (g *groupState) sink(part *groupPart) func([]core.Delivery) {
 	c := g.c
 	return func(ds []core.Delivery) {
-		c.sendMu.RLock()
-		defer c.sendMu.RUnlock()
 		for _, d := range ds {
-			m := recordMessage(c.topic, part.p, d.Record)
-			m.Position, m.Stripe, m.gen = d.Pos, d.Stripe, part.gen
+			m := deliveryMessage(c.topic, part.p, d)
+			m.gen = part.gen
 			select {
+			case <-g.gate():
 			case <-part.quit:
 				return
 			case <-c.quit:
 				return
-			default:
-			}
-			if g.auto > 0 {
-				h := handoff{part: part, next: core.Position{Offset: d.Pos.Offset, Index: d.Pos.Index + 1}, m: m}
-				select {
-				case g.in <- h:
-				case <-part.quit:
-					return
-				case <-c.quit:
-					return
-				}
-				continue
 			}
 			select {
-			case c.ch <- m:
+			case c.buf <- m:
 			case <-part.quit:
 				return
 			case <-c.quit:
@@ -365,115 +414,48 @@ func (g *groupState) sink(part *groupPart) func([]core.Delivery) {
 	}
 }
 
-// forward is the only sender on the channel with AutoCommit, so it knows
-// the channel's order: it remembers each message it hands over, and the
-// channel's length then tells how many the application has taken.
-func (g *groupState) forward() {
-	defer close(g.fwdDone)
-	c := g.c
-	for {
-		var h handoff
-		select {
-		case h = <-g.in:
-		case <-c.quit:
-			return
-		}
-		c.sendMu.RLock()
-		select {
-		case c.ch <- h.m:
-		case <-c.quit:
-			c.sendMu.RUnlock()
-			return
-		}
-		c.sendMu.RUnlock()
-		h.m = Message{}
-		g.hmu.Lock()
-		g.queue = append(g.queue, h)
-		g.foldLocked(false)
-		g.hmu.Unlock()
-	}
-}
-
-// foldLocked marks as processed the messages the application has taken
-// from the channel, except the last one taken, which it may still be
-// working on (all of them if all is set: Close). The channel holds the
-// last len(ch) messages of the queue (or one more, sent but not queued
-// yet, which only makes the count smaller).
-func (g *groupState) foldLocked(all bool) {
-	taken := len(g.queue) - len(g.c.ch)
-	done := taken - 1
-	if all {
-		done = taken
-	}
-	if done <= 0 {
-		return
-	}
-	for _, h := range g.queue[:done] {
-		h.part.processed = h.next
-	}
-	clear(g.queue[:done])
-	g.queue = g.queue[done:]
-}
-
-// autoCommit commits every owned partition's processed position.
-func (g *groupState) autoCommit(all bool) {
-	g.hmu.Lock()
-	g.foldLocked(all)
-	g.hmu.Unlock()
-	g.mu.Lock()
-	parts := make([]*groupPart, 0, len(g.parts))
-	for _, part := range g.parts {
-		parts = append(parts, part)
-	}
-	g.mu.Unlock()
-	ctx, cancel := g.ctx()
-	defer cancel()
-	for _, part := range parts {
-		g.commitProcessed(ctx, part)
-	}
-}
-
-func (g *groupState) commitProcessed(ctx context.Context, part *groupPart) {
-	g.hmu.Lock()
-	pos := part.processed
-	g.hmu.Unlock()
-	if err := g.commit(ctx, part, pos); err != nil && !errors.Is(err, meta.ErrFenced) {
-		g.c.c.logger.Warn("consumer group: auto-commit failed", append(g.log(), "partition", part.p, "err", err)...)
-	}
-}
-
-// commit writes next as part's position unless it would move backwards.
-// Fenced, the partition is dropped.
-func (g *groupState) commit(ctx context.Context, part *groupPart, next core.Position) error {
-	part.mu.Lock()
-	if !part.committed.Less(next) && !part.seeked {
-		part.mu.Unlock()
-		return nil
-	}
-	rev, err := g.store.CommitPosition(ctx, g.group, g.c.topic, part.p,
-		meta.GroupPosition{Offset: next.Offset, Index: next.Index, Member: g.member, Updated: time.Now().UnixNano()}, part.rev)
-	if err == nil {
-		part.rev, part.committed, part.seeked = rev, next, false
-	}
-	part.mu.Unlock()
-	if errors.Is(err, meta.ErrFenced) {
-		g.drop(part, true)
-		return fmt.Errorf("consumer group %s member %s: partition %d was taken over by another member, its reader is stopped here: %w",
-			g.group, g.member, part.p, err)
-	}
-	return err
-}
-
-// drop stops reading part and forgets it; fenced partitions are not
-// reclaimed for two intervals, so members with briefly different views
-// of the group do not take a partition back and forth.
-func (g *groupState) drop(part *groupPart, fenced bool) {
+// release gives part up: stop reading, wait for the application to finish
+// the message of it that it holds, commit and release the record.
+func (g *groupState) release(ctx context.Context, part *groupPart) {
 	g.mu.Lock()
 	if g.parts[part.p] == part {
 		delete(g.parts, part.p)
-		if fenced {
-			g.backoff[part.p] = time.Now().Add(2 * GroupInterval)
-		}
+		g.releases[part.p] = part
+	}
+	g.mu.Unlock()
+	g.stopPart(part)
+	g.waitInHand(part)
+	g.finishRelease(ctx, part)
+}
+
+// finishRelease writes part's final position with no owner; a failed
+// write is retried next round (the partition stays unread meanwhile).
+func (g *groupState) finishRelease(ctx context.Context, part *groupPart) {
+	part.mu.Lock()
+	pos := maxPos(part.committed, g.safe(part, g.processedOf(part)))
+	rev, err := g.store.CommitPosition(ctx, g.group, g.c.topic, part.p,
+		meta.GroupPosition{Offset: pos.Offset, Index: pos.Index, Updated: time.Now().UnixNano()}, part.rev)
+	if err == nil {
+		part.rev, part.committed = rev, pos
+	}
+	part.mu.Unlock()
+	if err != nil && !errors.Is(err, meta.ErrFenced) {
+		g.setTrouble("releasing a partition failed", err)
+		return
+	}
+	g.mu.Lock()
+	if g.releases[part.p] == part {
+		delete(g.releases, part.p)
+	}
+	g.mu.Unlock()
+	g.c.c.logger.Info("consumer group: partition released to another member", g.logArgs("partition", part.p, "at", pos.String())...)
+}
+
+// drop stops reading part without committing (fenced).
+func (g *groupState) drop(part *groupPart) {
+	g.mu.Lock()
+	if g.parts[part.p] == part {
+		delete(g.parts, part.p)
 	}
 	g.mu.Unlock()
 	g.stopPart(part)
@@ -490,32 +472,22 @@ func (g *groupState) stopPart(part *groupPart) {
 	}
 }
 
-// Commit records that m and everything before it in its partition are
-// processed: the group resumes after m when the partition moves to another
-// member. It never moves a partition's position backwards (committing an
-// older message is a no-op), except after Seek. If the partition was taken
-// over by another member, the commit fails with an error wrapping ErrFenced
-// and this member stops reading the partition; the new owner redelivers
-// what was not committed (at-least-once).
-func (c *Consumer) Commit(ctx context.Context, m Message) error {
-	g := c.group
-	if g == nil {
-		return errors.New("raidq: Commit needs a consumer group (ConsumerOptions.Group)")
+// safe caps a position at the reader's lowest unresolved in-doubt offset.
+func (g *groupState) safe(part *groupPart, pos core.Position) core.Position {
+	if part.reader == nil {
+		return pos
 	}
-	if m.Topic != c.topic || m.gen == 0 {
-		return fmt.Errorf("raidq: Commit of a message this consumer did not deliver (topic %q, partition %d)", m.Topic, m.Partition)
+	if low := part.reader.LowWater(); low.Less(pos) {
+		return low
 	}
-	g.mu.Lock()
-	part := g.parts[m.Partition]
-	g.mu.Unlock()
-	if part == nil || m.gen < part.claimGen {
-		return fmt.Errorf("consumer group %s member %s: partition %d is no longer this member's (rebalanced): %w",
-			g.group, g.member, m.Partition, meta.ErrFenced)
+	return pos
+}
+
+func maxPos(a, b core.Position) core.Position {
+	if a.Less(b) {
+		return b
 	}
-	if m.gen < part.gen {
-		return fmt.Errorf("consumer group %s partition %d: %w", g.group, m.Partition, ErrSeeked)
-	}
-	return g.commit(ctx, part, core.Position{Offset: m.Position.Offset, Index: m.Position.Index + 1})
+	return a
 }
 
 // Partitions lists the partitions this consumer reads now (for a group
@@ -542,58 +514,24 @@ func (c *Consumer) Member() string {
 	return c.group.member
 }
 
-// seek restarts every owned partition's reader at t; the next commits may
-// move positions backwards. Partitions claimed later start from the
-// group's committed positions.
-func (g *groupState) seek(t time.Time) error {
-	g.mu.Lock()
-	parts := make([]*groupPart, 0, len(g.parts))
-	for _, part := range g.parts {
-		parts = append(parts, part)
-	}
-	g.mu.Unlock()
-	var errs []error
-	for _, old := range parts {
-		g.stopPart(old)
-		old.mu.Lock()
-		part := &groupPart{p: old.p, claimGen: old.claimGen, gen: gens.Add(1), quit: make(chan struct{}),
-			rev: old.rev, committed: old.committed, seeked: true, processed: core.Position{Offset: uint64(t.UnixNano())}}
-		old.mu.Unlock()
-		if err := g.startReader(part, core.Position{Offset: uint64(t.UnixNano())}); err != nil {
-			errs = append(errs, err)
-			g.mu.Lock()
-			if g.parts[old.p] == old {
-				delete(g.parts, old.p)
-			}
-			g.mu.Unlock()
-			continue
-		}
-		g.mu.Lock()
-		if g.parts[old.p] == old && !g.stopped {
-			g.parts[old.p] = part
-			g.mu.Unlock()
-			continue
-		}
-		g.mu.Unlock()
-		g.stopPart(part) // dropped meanwhile
-	}
-	return errors.Join(errs...)
-}
-
 // stop ends membership. Gracefully (crash false) it stops the readers,
-// commits what the application took (AutoCommit) and leaves the group so
-// the others take over at once; a crash (tests) just stops everything, as
-// if the process died, keeping the stale claims for Commit to find fenced.
+// commits what the application took (AutoCommit), releases the partitions
+// and leaves the group so the others take over at once; a crash (tests)
+// just stops everything, as if the process died, keeping the stale claims
+// for Commit to find fenced.
 func (g *groupState) stop(crash bool) {
 	g.mu.Lock()
 	if g.stopped {
 		g.mu.Unlock()
 		return
 	}
-	g.stopped, g.crashed = true, crash
+	g.stopped = true
 	close(g.quit)
-	parts := make([]*groupPart, 0, len(g.parts))
+	parts := make([]*groupPart, 0, len(g.parts)+len(g.releases))
 	for _, part := range g.parts {
+		parts = append(parts, part)
+	}
+	for _, part := range g.releases {
 		parts = append(parts, part)
 	}
 	g.mu.Unlock()
@@ -604,15 +542,15 @@ func (g *groupState) stop(crash bool) {
 	if crash {
 		return
 	}
-	if g.auto > 0 {
-		g.autoCommit(true)
-	}
-	// The claims stay: Commit after Close works until another member
-	// claims the partition (then it fails with ErrFenced).
-	ctx, cancel := g.ctx()
+	g.idle() // the application is done with what it took
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
+	for _, part := range parts {
+		g.finishRelease(ctx, part)
+	}
 	if err := g.store.LeaveGroup(ctx, g.group, g.c.topic, g.member); err != nil {
-		g.c.c.logger.Warn("consumer group: leaving failed; the others take over after the heartbeat expires", append(g.log(), "err", err)...)
+		g.c.c.logger.Warn("consumer group: leaving failed; the others take over after the session times out",
+			g.logArgs("err", err)...)
 	}
 }
 

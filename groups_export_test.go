@@ -1,5 +1,7 @@
 package raidq
 
+import "github.com/raidq/raidq/actors/core"
+
 // Test hooks of groups.go.
 
 // CrashForTest stops a group member as if its process died (no commit, no
@@ -7,4 +9,4 @@ package raidq
 func (c *Consumer) CrashForTest() { c.crash() }
 
 // AssignForTest is the rendezvous assignment of partitions to members.
-var AssignForTest = assign
+var AssignForTest = core.AssignPartitions

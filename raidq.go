@@ -3,7 +3,7 @@
 // into write-once slots on a six-node ensemble and are acknowledged at four
 // of six, so two dead or slow nodes cost them nothing.
 //
-//	c, _ := raidq.Connect("nats://127.0.0.1:4222", raidq.WithTopics(...))
+//	c, _ := raidq.Connect("nats://127.0.0.1:4222,nats://127.0.0.1:4223")
 //	p, _ := c.Producer("orders")
 //	pos, err := p.Send(ctx, raidq.Message{Key: []byte("k"), Value: []byte("v")})
 //	cons, _ := c.Consumer("orders", raidq.ConsumerOptions{From: start})
@@ -67,6 +67,9 @@ type Message struct {
 	Partition int
 	Position  Position
 	Stripe    StripeID
+	// Late: delivered after messages at higher positions, from an offset
+	// the reader could not decode at first (in doubt) and kept watching.
+	Late bool
 
 	gen uint64 // which reading of its partition delivered it (groups.go)
 }

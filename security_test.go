@@ -246,7 +246,7 @@ func TestSecurityRoles(t *testing.T) {
 	}
 	cv.wait(t, "Subscription to \"_INBOX_shop.>\"")
 	// Group keys of another group, topic keys of the metadata.
-	if err := cons.Meta().GroupHeartbeat(ctx, "other", "orders", "m1", time.Now()); err == nil {
+	if err := cons.Meta().GroupHeartbeat(ctx, "other", "orders", "m1", time.Now(), 0); err == nil {
 		t.Error("consumer wrote another group's keys")
 	}
 	cv.wait(t, "Publish to \"$KV.raidq_sec_groups.g.other.orders.m.m1\"")

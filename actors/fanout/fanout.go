@@ -335,6 +335,10 @@ func (j *job) ctx() (context.Context, context.CancelFunc) {
 
 func (j *job) run() {
 	defer close(j.done)
+	// Another holder's lease is judged lapsed on this node's own clock
+	// (core.LeaseWatch), never by comparing its written expiry with it.
+	var watch core.LeaseWatch
+	epoch := j.m.cfg.Now()
 	for {
 		select {
 		case <-j.quit:
@@ -342,12 +346,14 @@ func (j *job) run() {
 		default:
 		}
 		ctx, cancel := j.ctx()
-		cur, _, err := j.m.cfg.Meta.ReadLease(ctx, j.lease)
+		cur, curRev, err := j.m.cfg.Meta.ReadLease(ctx, j.lease)
 		cancel()
-		now := j.m.cfg.Now()
+		mono := j.m.cfg.Now().Sub(epoch).Nanoseconds()
 		if err != nil {
+			watch.Failed(mono)
 			j.log.Debug("reading fan-out lease", "err", err)
-		} else if cur.Holder == j.m.cfg.NodeID || now.UnixNano() >= cur.Expires {
+		} else if watch.Observe(mono, curRev); curRev == 0 || cur.Holder == j.m.cfg.NodeID || cur.Expires == 0 ||
+			watch.Lapsed(mono, int64(j.ttl())) {
 			// Free, expired or ours: the node at ensemble position i waits
 			// i steps first, so partitions spread over their ensembles'
 			// first nodes and a dead holder's successor is predictable.
@@ -356,12 +362,15 @@ func (j *job) run() {
 			}
 			ctx, cancel := j.ctx()
 			start := j.m.cfg.Now()
-			l, rev, ok, err := j.m.cfg.Meta.AcquireLease(ctx, j.lease, j.m.cfg.NodeID, j.ttl(), start)
+			l, rev, err := j.m.cfg.Meta.TakeLease(ctx, j.lease, j.m.cfg.NodeID, j.ttl(), start, curRev, cur.Data)
 			cancel()
 			switch {
+			case errors.Is(err, meta.ErrFenced):
+				// another node took it first
 			case err != nil:
 				j.log.Warn("acquiring fan-out lease", "err", err)
-			case ok:
+			default:
+				l.Holder = cur.Holder // hold logs the previous holder
 				j.hold(l, rev, start)
 				continue // try again at once: the lease may still be ours
 			}

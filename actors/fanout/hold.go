@@ -150,7 +150,7 @@ func (h *holding) stopReader() {
 	}
 	h.p.halt()
 	h.r.Close()
-	h.pos = h.p.flushedPos()
+	h.pos = h.served()
 	h.j.cur.Store(nil)
 	h.p, h.r = nil, nil
 }
@@ -184,7 +184,18 @@ func (h *holding) lost() <-chan struct{} {
 // position is what the lease records: how far the subscribers have been served.
 func (h *holding) position() core.Position {
 	if h.p != nil {
-		return h.p.flushedPos()
+		return h.served()
 	}
 	return h.pos
+}
+
+// served is the publisher's flushed position, held back at the reader's
+// lowest unresolved in-doubt offset: a successor resumes there, so a
+// stripe this holder could not decode yet is not lost with it.
+func (h *holding) served() core.Position {
+	pos := h.p.flushedPos()
+	if low := h.r.LowWater(); low.Less(pos) {
+		return low
+	}
+	return pos
 }

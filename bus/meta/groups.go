@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"sort"
 	"strconv"
 	"time"
 
@@ -14,14 +13,34 @@ import (
 	"github.com/raidq/raidq/bus"
 )
 
-// GroupTTL: a group member whose heartbeat is older than this is gone and
-// its partitions move to the others.
-const GroupTTL = 6 * time.Second
+// GroupTTL is a group member's default session timeout: the others take
+// its partitions once its heartbeat record has not changed for this long
+// on their own clocks (Kafka's session.timeout.ms defaults to 45 s; a
+// shorter session moves a crashed member's partitions sooner, a longer
+// one rides through longer metadata stalls without pausing).
+const GroupTTL = 15 * time.Second
 
-// GroupMember is a consumer group member's heartbeat record.
+// GroupMember is a consumer group member's heartbeat record. Heartbeat is
+// the member's own clock, for people reading the record; liveness is
+// judged from the record's revision (core.Liveness), never from it.
 type GroupMember struct {
 	Member    string `json:"member"`
 	Heartbeat int64  `json:"heartbeat"`
+	// Session is the member's session timeout in ns (0: GroupTTL).
+	Session int64 `json:"session_ns,omitempty"`
+}
+
+// MemberBeat is one member's heartbeat as listed: the record's revision
+// (every heartbeat advances it) and the session timeout it asks for.
+type MemberBeat struct {
+	Revision uint64
+	Session  time.Duration
+}
+
+// PositionEntry is a partition's position record and its revision.
+type PositionEntry struct {
+	Pos GroupPosition
+	Rev uint64
 }
 
 // GroupPosition is a group's committed position in one partition: the
@@ -47,8 +66,9 @@ func groupKey(group, topic string, parts ...string) (string, error) {
 	return k, nil
 }
 
-// GroupHeartbeat records that member is alive in group for topic.
-func (s *Store) GroupHeartbeat(ctx context.Context, group, topic, member string, now time.Time) error {
+// GroupHeartbeat records that member is alive in group for topic, with
+// its session timeout (0: GroupTTL).
+func (s *Store) GroupHeartbeat(ctx context.Context, group, topic, member string, now time.Time, session time.Duration) error {
 	if err := bus.ValidName("member", member); err != nil {
 		return err
 	}
@@ -56,7 +76,7 @@ func (s *Store) GroupHeartbeat(ctx context.Context, group, topic, member string,
 	if err != nil {
 		return err
 	}
-	b, _ := json.Marshal(GroupMember{Member: member, Heartbeat: now.UnixNano()})
+	b, _ := json.Marshal(GroupMember{Member: member, Heartbeat: now.UnixNano(), Session: int64(session)})
 	ctx, cancel := s.ctx(ctx)
 	defer cancel()
 	_, err = s.groups.Put(ctx, k, b)
@@ -74,24 +94,54 @@ func (s *Store) LeaveGroup(ctx context.Context, group, topic, member string) err
 	return s.groups.Delete(ctx, k)
 }
 
-// GroupMembers lists the live members of group for topic, sorted.
-func (s *Store) GroupMembers(ctx context.Context, group, topic string, now time.Time) ([]string, error) {
+// GroupBeats lists the heartbeat records of group for topic: every member
+// that has not left, alive or not (the caller judges, core.Liveness).
+func (s *Store) GroupBeats(ctx context.Context, group, topic string) (map[string]MemberBeat, error) {
 	prefix, err := groupKey(group, topic, "m")
 	if err != nil {
 		return nil, err
 	}
-	var out []string
-	err = s.each(ctx, s.groups, prefix+".*", func(b []byte) error {
+	out := make(map[string]MemberBeat)
+	err = s.eachEntry(ctx, s.groups, prefix+".*", func(e jetstream.KeyValueEntry) error {
 		var m GroupMember
-		if err := decode(b, &m); err != nil {
+		if err := decode(e.Value(), &m); err != nil {
 			return err
 		}
-		if now.Sub(time.Unix(0, m.Heartbeat)) < GroupTTL {
-			out = append(out, m.Member)
+		if err := bus.ValidName("member", m.Member); err != nil {
+			return err
 		}
+		session := time.Duration(m.Session)
+		if session <= 0 || session > MaxSession {
+			session = GroupTTL
+		}
+		out[m.Member] = MemberBeat{Revision: e.Revision(), Session: session}
 		return nil
 	})
-	sort.Strings(out)
+	return out, err
+}
+
+// MaxSession bounds a member's session timeout.
+const MaxSession = 10 * time.Minute
+
+// GroupPositions lists group's position records for topic, by partition.
+func (s *Store) GroupPositions(ctx context.Context, group, topic string) (map[int]PositionEntry, error) {
+	prefix, err := groupKey(group, topic, "p")
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[int]PositionEntry)
+	err = s.eachEntry(ctx, s.groups, prefix+".*", func(e jetstream.KeyValueEntry) error {
+		p, err := strconv.Atoi(e.Key()[len(prefix)+1:])
+		if err != nil || p < 0 {
+			return fmt.Errorf("bad partition in position key %q", e.Key())
+		}
+		var pos GroupPosition
+		if err := decode(e.Value(), &pos); err != nil {
+			return err
+		}
+		out[p] = PositionEntry{Pos: pos, Rev: e.Revision()}
+		return nil
+	})
 	return out, err
 }
 

@@ -63,6 +63,19 @@ func (s *Store) AcquireLease(ctx context.Context, name, holder string, ttl time.
 	return next, nrev, err == nil, err
 }
 
+// TakeLease writes the lease as holder's if it is still at revision rev
+// (0: absent), keeping data; the caller decided it is free (released,
+// already holder's, or lapsed on the caller's own clock, core.LeaseWatch).
+// It fails with ErrFenced if the lease changed meanwhile.
+func (s *Store) TakeLease(ctx context.Context, name, holder string, ttl time.Duration, now time.Time, rev uint64, data []byte) (Lease, uint64, error) {
+	if err := bus.ValidName("lease holder", holder); err != nil {
+		return Lease{}, 0, err
+	}
+	next := Lease{Holder: holder, Expires: now.Add(ttl).UnixNano(), Data: data}
+	nrev, err := s.writeLease(ctx, name, next, rev)
+	return next, nrev, err
+}
+
 // RenewLease extends holder's lease (revision rev) and stores data; it
 // fails with ErrFenced if the lease changed hands.
 func (s *Store) RenewLease(ctx context.Context, name, holder string, ttl time.Duration, now time.Time, rev uint64, data []byte) (uint64, error) {

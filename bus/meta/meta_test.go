@@ -122,15 +122,32 @@ func TestPositionsFenceStaleMember(t *testing.T) {
 	if _, err := s.CommitPosition(ctx, "g", "orders", 0, GroupPosition{Offset: 150, Member: "b"}, revB); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.GroupHeartbeat(ctx, "g", "orders", "a", now); err != nil {
+	if err := s.GroupHeartbeat(ctx, "g", "orders", "a", now, 0); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.GroupHeartbeat(ctx, "g", "orders", "b", now.Add(-time.Minute)); err != nil {
+	if err := s.GroupHeartbeat(ctx, "g", "orders", "b", now.Add(-time.Minute), 3*time.Second); err != nil {
 		t.Fatal(err)
 	}
-	ms, err := s.GroupMembers(ctx, "g", "orders", now)
-	if err != nil || len(ms) != 1 || ms[0] != "a" {
-		t.Fatalf("live members: %v %v", ms, err)
+	beats, err := s.GroupBeats(ctx, "g", "orders")
+	if err != nil || len(beats) != 2 || beats["a"].Session != GroupTTL || beats["b"].Session != 3*time.Second {
+		t.Fatalf("beats: %+v %v", beats, err)
+	}
+	revA1 := beats["a"].Revision
+	if err := s.GroupHeartbeat(ctx, "g", "orders", "a", now, 0); err != nil {
+		t.Fatal(err)
+	}
+	if beats, _ = s.GroupBeats(ctx, "g", "orders"); beats["a"].Revision <= revA1 {
+		t.Fatalf("a heartbeat must advance the revision: %d then %d", revA1, beats["a"].Revision)
+	}
+	if err := s.LeaveGroup(ctx, "g", "orders", "b"); err != nil {
+		t.Fatal(err)
+	}
+	if beats, _ = s.GroupBeats(ctx, "g", "orders"); len(beats) != 1 {
+		t.Fatalf("b left but is listed: %+v", beats)
+	}
+	ps, err := s.GroupPositions(ctx, "g", "orders")
+	if err != nil || len(ps) != 1 || ps[0].Pos.Offset != 150 || ps[0].Pos.Member != "b" {
+		t.Fatalf("positions %+v %v", ps, err)
 	}
 }
 

@@ -3,11 +3,13 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/signal"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -22,6 +24,7 @@ func consumeCmd() *cobra.Command {
 	var idle time.Duration
 	var asJSON bool
 	var partitions []int
+	var commitEvery, session time.Duration
 	cmd := &cobra.Command{
 		Use:   "consume TOPIC",
 		Short: "Print a topic's messages, one value per line",
@@ -51,17 +54,21 @@ positions are used and advanced.`,
 				return err
 			}
 			opts := raidq.ConsumerOptions{From: start, Partitions: partitionsOrNil(cmd, partitions)}
-			if err := setGroup(&opts, group); err != nil {
+			if err := setGroup(&opts, group, commitEvery, session); err != nil {
 				return err
 			}
 			cons, err := c.Consumer(args[0], opts)
 			if err != nil {
 				return err
 			}
-			defer cons.Close()
-			sig, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+			sig, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			return printMessages(sig, cmd, cons, count, idle, asJSON, group != "")
+			err = printMessages(sig, cmd, cons, count, idle, asJSON)
+			// Close commits what was printed and leaves the group.
+			if cerr := cons.Close(); err == nil {
+				err = cerr
+			}
+			return err
 		},
 	}
 	cf.register(cmd)
@@ -72,6 +79,8 @@ positions are used and advanced.`,
 	f.DurationVar(&idle, "idle", 0, "stop after this long without a message (0: never)")
 	f.BoolVar(&asJSON, "json", false, "print one JSON object per message: key, value, headers, partition, offset, index, stripe")
 	f.IntSliceVar(&partitions, "partition", nil, "read only these partitions (default all)")
+	f.DurationVar(&commitEvery, "commit-interval", time.Second, "with --group: commit the printed messages' positions this often (and on exit)")
+	f.DurationVar(&session, "session-timeout", 0, "with --group: how long the others wait for this member's heartbeat before taking its partitions (default 15s)")
 	return cmd
 }
 
@@ -113,47 +122,44 @@ type consumed struct {
 	Offset    uint64            `json:"offset"`
 	Index     uint32            `json:"index"`
 	Stripe    string            `json:"stripe"`
+	Late      bool              `json:"late,omitempty"`
 }
 
-func printMessages(ctx context.Context, cmd *cobra.Command, cons *raidq.Consumer, count int, idle time.Duration, asJSON, commit bool) error {
+// printMessages prints until count, idle, ctx or a fatal consumer error.
+// Transient trouble (nodes, NATS servers, metadata) never ends it: the
+// consumer rides through and logs it.
+func printMessages(ctx context.Context, cmd *cobra.Command, cons *raidq.Consumer, count int, idle time.Duration, asJSON bool) error {
 	out := cmd.OutOrStdout()
 	enc := json.NewEncoder(out)
-	n := 0
-	var idleC <-chan time.Time
-	for count == 0 || n < count {
+	for n := 0; count == 0 || n < count; n++ {
+		wait, cancel := ctx, context.CancelFunc(func() {})
 		if idle > 0 {
-			idleC = time.After(idle)
+			wait, cancel = context.WithTimeout(ctx, idle)
 		}
-		select {
-		case m, ok := <-cons.Messages():
-			if !ok {
-				return nil
+		m, err := cons.Next(wait)
+		idled := idle > 0 && errors.Is(wait.Err(), context.DeadlineExceeded) && ctx.Err() == nil
+		cancel()
+		switch {
+		case err == nil:
+		case idled, ctx.Err() != nil:
+			return nil
+		default:
+			return err
+		}
+		if asJSON {
+			c := consumed{Key: string(m.Key), Value: string(m.Value), Partition: m.Partition,
+				Offset: m.Position.Offset, Index: m.Position.Index, Stripe: m.Stripe.String(), Late: m.Late}
+			for _, h := range m.Headers {
+				if c.Headers == nil {
+					c.Headers = map[string]string{}
+				}
+				c.Headers[h.Name] = string(h.Value)
 			}
-			n++
-			if asJSON {
-				c := consumed{Key: string(m.Key), Value: string(m.Value), Partition: m.Partition,
-					Offset: m.Position.Offset, Index: m.Position.Index, Stripe: m.Stripe.String()}
-				for _, h := range m.Headers {
-					if c.Headers == nil {
-						c.Headers = map[string]string{}
-					}
-					c.Headers[h.Name] = string(h.Value)
-				}
-				if err := enc.Encode(c); err != nil {
-					return err
-				}
-			} else if _, err := fmt.Fprintf(out, "%s\n", m.Value); err != nil {
+			if err := enc.Encode(c); err != nil {
 				return err
 			}
-			if commit {
-				if err := commitMessage(ctx, cons, m); err != nil {
-					return err
-				}
-			}
-		case <-idleC:
-			return nil
-		case <-ctx.Done():
-			return nil
+		} else if _, err := fmt.Fprintf(out, "%s\n", m.Value); err != nil {
+			return err
 		}
 	}
 	return nil

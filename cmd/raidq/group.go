@@ -1,29 +1,24 @@
 package main
 
 import (
-	"context"
-	"errors"
+	"fmt"
 	"time"
 
 	"github.com/raidq/raidq"
 )
 
 // setGroup makes the consumer a member of group: the group's committed
-// positions are used (--from applies only where the group has none) and
-// each printed message is committed.
-func setGroup(opts *raidq.ConsumerOptions, group string) error {
-	opts.Group = group
-	return nil
-}
-
-// commitMessage commits m after it was printed. A partition that moved to
-// another member (ErrFenced) is not an error for the CLI: the new owner
-// prints what this one did not commit (at-least-once).
-func commitMessage(ctx context.Context, cons *raidq.Consumer, m raidq.Message) error {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-	defer cancel()
-	if err := cons.Commit(ctx, m); err != nil && !errors.Is(err, raidq.ErrFenced) {
-		return err
+// positions are used (--from applies only where the group has none), and
+// what was printed is committed every commitEvery, when a partition moves
+// to another member, and on exit. The CLI never waits for a commit: a
+// metadata stall delays commits, not printing.
+func setGroup(opts *raidq.ConsumerOptions, group string, commitEvery, session time.Duration) error {
+	if group == "" {
+		return nil
 	}
+	if commitEvery <= 0 {
+		return fmt.Errorf("--commit-interval %v: must be positive", commitEvery)
+	}
+	opts.Group, opts.AutoCommit, opts.SessionTimeout = group, commitEvery, session
 	return nil
 }

@@ -273,7 +273,7 @@ func (r *run) consumerAttacks(ctx context.Context, a *actor, ta meta.TopicRecord
 	_, _ = a.c.Conn().Request(r.subj.Slot(node, TopicA, 0), w.Marshal(), 500*time.Millisecond)
 	r.refusedByNATS(a, "consumer writes", "a write request on "+r.subj.Slot(node, TopicA, 0), "Publish to", r.subj.Slot(node, TopicA, 0))
 	cctx, cancel := context.WithTimeout(ctx, 3*time.Second)
-	err := a.c.Meta().GroupHeartbeat(cctx, "intruders", TopicA, "m1", time.Now())
+	err := a.c.Meta().GroupHeartbeat(cctx, "intruders", TopicA, "m1", time.Now(), 0)
 	cancel()
 	if err == nil {
 		r.check(Check{Name: "join another consumer group", Who: a.name, Tried: "commit in group intruders", Got: "written", Pass: false})

@@ -1,0 +1,190 @@
+package core
+
+import (
+	"fmt"
+	"hash/fnv"
+	"slices"
+	"sort"
+)
+
+// Consumer groups (DESIGN §8; the generations of Kafka's group protocol).
+//
+// The policy of a group member lives here, pure: who is alive, which
+// partitions a member owns, and when it may claim, must release or must
+// pause one. The driver (the root package's groups.go) reads the groups
+// bucket, feeds the results in with its own monotonic clock, and carries
+// out the plan.
+//
+// Liveness is judged the way Kafka's coordinator does, by each observer on
+// its own clock: a member is alive while its heartbeat revision (the KV
+// entry's revision, which every heartbeat write advances) keeps changing
+// within the member's session timeout. No timestamp written by a member's
+// clock, nor the clock of the KV stream's leader, is compared with
+// anything. A listing that fails restarts every judgement: a stall of the
+// metadata KV (seconds while its Raft leader moves) makes nobody dead.
+//
+// Handover is revoke before assign: a member claims a partition only once
+// its position record names no owner (released), names itself, or names a
+// member the claimant judges dead. The owner that must give a partition up
+// stops its reader, commits what the application processed and releases
+// the record in one compare-and-set write. So two live members never read
+// one partition at once, and a partition moves without redelivery.
+
+// MemberBeat is one member's heartbeat as listed: its record's revision
+// and the session timeout it asked for (ns).
+type MemberBeat struct {
+	Revision uint64
+	Session  int64
+}
+
+// Liveness is one observer's view of a group's members.
+type Liveness struct {
+	members map[string]*beatSeen
+	// reset is when the observer last failed to list the members: no
+	// member is judged dead on time that includes it.
+	reset int64
+}
+
+type beatSeen struct {
+	rev     uint64
+	session int64
+	since   int64 // observer time when rev was first seen
+}
+
+// NewLiveness starts an observer at now: every member gets a full session
+// from its first sighting.
+func NewLiveness(now int64) *Liveness {
+	return &Liveness{members: make(map[string]*beatSeen), reset: now}
+}
+
+// Observe records a successful listing at now. Members missing from it
+// have left (their record was deleted) and are forgotten.
+func (l *Liveness) Observe(now int64, beats map[string]MemberBeat) {
+	for m := range l.members {
+		if _, ok := beats[m]; !ok {
+			delete(l.members, m)
+		}
+	}
+	for m, b := range beats {
+		s := l.members[m]
+		if s == nil || s.rev != b.Revision {
+			l.members[m] = &beatSeen{rev: b.Revision, session: b.Session, since: now}
+			continue
+		}
+		s.session = b.Session
+	}
+}
+
+// Failed records a listing that failed at now.
+func (l *Liveness) Failed(now int64) { l.reset = now }
+
+// Alive reports whether member m is alive at now in this observer's view.
+func (l *Liveness) Alive(now int64, m string) bool {
+	s := l.members[m]
+	if s == nil {
+		return false
+	}
+	return now-max(s.since, l.reset) < s.session
+}
+
+// Live lists the members alive at now, sorted.
+func (l *Liveness) Live(now int64) []string {
+	var out []string
+	for m := range l.members {
+		if l.Alive(now, m) {
+			out = append(out, m)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// AssignPartitions returns the partitions member owns among members: those
+// for which it has the highest rendezvous hash of group/topic/partition/
+// member (ties to the smaller id). A member joining or leaving moves only
+// its own share.
+func AssignPartitions(group, topic string, partitions int, members []string, member string) []int {
+	var out []int
+	for p := 0; p < partitions; p++ {
+		best, bestScore := "", uint64(0)
+		for _, m := range members {
+			h := fnv.New64a()
+			fmt.Fprintf(h, "%s/%s/%d/%s", group, topic, p, m)
+			s := h.Sum64()
+			if best == "" || s > bestScore || (s == bestScore && m < best) {
+				best, bestScore = m, s
+			}
+		}
+		if best == member {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// GroupView is what a member knows at one rebalance.
+type GroupView struct {
+	Group, Topic string
+	Partitions   int
+	Me           string
+	// Live are the members alive in this member's view (Liveness.Live).
+	// Me is counted whether or not its own heartbeat is listed yet.
+	Live []string
+	// Owners is each partition's position record owner ("" or absent: no
+	// record, or released).
+	Owners map[int]string
+	// Held are the partitions this member reads now.
+	Held map[int]bool
+}
+
+// GroupPlan is what a member must do after a rebalance.
+type GroupPlan struct {
+	// Release: held partitions assigned elsewhere now. Stop reading,
+	// commit what was processed and release the record.
+	Release []int
+	// Fenced: held partitions whose record names another member (it
+	// judged this one dead). Stop reading; commit nothing.
+	Fenced []int
+	// Claim: partitions assigned here that are free to take.
+	Claim []int
+	// Wait: partitions assigned here still held by a live member, which
+	// releases them at its next rebalance (revoke before assign).
+	Wait []int
+}
+
+// PlanGroup decides a member's moves from its view.
+func PlanGroup(v GroupView) GroupPlan {
+	members := v.Live
+	if !slices.Contains(members, v.Me) {
+		members = append(append([]string(nil), members...), v.Me)
+	}
+	want := make(map[int]bool)
+	for _, p := range AssignPartitions(v.Group, v.Topic, v.Partitions, members, v.Me) {
+		want[p] = true
+	}
+	var plan GroupPlan
+	for p := 0; p < v.Partitions; p++ {
+		owner := v.Owners[p]
+		switch {
+		case v.Held[p] && owner != "" && owner != v.Me:
+			plan.Fenced = append(plan.Fenced, p)
+		case v.Held[p] && !want[p]:
+			plan.Release = append(plan.Release, p)
+		case v.Held[p]:
+		case !want[p]:
+		case owner == "" || owner == v.Me || !slices.Contains(v.Live, owner):
+			plan.Claim = append(plan.Claim, p)
+		default:
+			plan.Wait = append(plan.Wait, p)
+		}
+	}
+	return plan
+}
+
+// PauseAfter is how long a member may go without a successful heartbeat
+// before it pauses delivery: past it, another member may judge it dead
+// (after its session, measured from a later point on the observer's
+// clock) and claim its partitions, so it stops first. Three quarters of
+// the session leaves a margin for the clocks' rates and the write's
+// flight time.
+func PauseAfter(session int64) int64 { return session * 3 / 4 }

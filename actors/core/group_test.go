@@ -1,0 +1,117 @@
+package core
+
+import (
+	"fmt"
+	"slices"
+	"testing"
+)
+
+const sec = int64(1_000_000_000)
+
+// TestLivenessByRevision: a member is alive while its revision advances
+// within its session on the observer's clock, whatever its own clock
+// says; a failed listing restarts every judgement; a member whose record
+// is gone has left.
+func TestLivenessByRevision(t *testing.T) {
+	l := NewLiveness(0)
+	beats := map[string]MemberBeat{"a": {Revision: 1, Session: 10 * sec}, "b": {Revision: 2, Session: 10 * sec}}
+	l.Observe(0, beats)
+	for now := int64(1); now <= 20; now++ {
+		beats["a"] = MemberBeat{Revision: uint64(10 + now), Session: 10 * sec} // a heartbeats, b does not
+		l.Observe(now*sec, beats)
+	}
+	if got := l.Live(20 * sec); fmt.Sprint(got) != "[a]" {
+		t.Fatalf("live %v, want [a]: b's revision has not moved for 20s", got)
+	}
+	// A stall: listings fail for 30 s; nobody is judged dead on that time.
+	l2 := NewLiveness(0)
+	l2.Observe(0, map[string]MemberBeat{"a": {Revision: 1, Session: 10 * sec}})
+	l2.Failed(25 * sec)
+	if !l2.Alive(30*sec, "a") {
+		t.Fatal("a judged dead across a failed listing")
+	}
+	l2.Observe(31*sec, map[string]MemberBeat{"a": {Revision: 1, Session: 10 * sec}})
+	if !l2.Alive(34*sec, "a") || l2.Alive(36*sec, "a") {
+		t.Fatal("after the stall a's session must run from the last failure")
+	}
+	l2.Observe(40*sec, map[string]MemberBeat{})
+	if l2.Alive(40*sec, "a") {
+		t.Fatal("a member whose record is gone has left")
+	}
+}
+
+// TestPlanRevokeBeforeAssign: a new member waits for partitions a live
+// member still holds; the holder releases them; then the newcomer claims.
+// A dead holder's partitions are claimed at once; a record naming another
+// member fences the holder.
+func TestPlanRevokeBeforeAssign(t *testing.T) {
+	const parts = 8
+	all := []string{"a", "b"}
+	aWants := AssignPartitions("g", "t", parts, all, "a")
+	bWants := AssignPartitions("g", "t", parts, all, "b")
+	if len(aWants) == 0 || len(bWants) == 0 {
+		t.Fatalf("assignment %v / %v", aWants, bWants)
+	}
+	owners := make(map[int]string)
+	heldA := make(map[int]bool)
+	for p := range parts {
+		owners[p], heldA[p] = "a", true
+	}
+	nb := PlanGroup(GroupView{Group: "g", Topic: "t", Partitions: parts, Me: "b", Live: all, Owners: owners, Held: map[int]bool{}})
+	if len(nb.Claim) != 0 || !slices.Equal(nb.Wait, bWants) {
+		t.Fatalf("newcomer plan %+v, want to wait for %v", nb, bWants)
+	}
+	pa := PlanGroup(GroupView{Group: "g", Topic: "t", Partitions: parts, Me: "a", Live: all, Owners: owners, Held: heldA})
+	if !slices.Equal(pa.Release, bWants) || len(pa.Claim)+len(pa.Fenced)+len(pa.Wait) != 0 {
+		t.Fatalf("holder plan %+v, want to release %v", pa, bWants)
+	}
+	for _, p := range pa.Release {
+		owners[p] = ""
+	}
+	nb = PlanGroup(GroupView{Group: "g", Topic: "t", Partitions: parts, Me: "b", Live: all, Owners: owners, Held: map[int]bool{}})
+	if !slices.Equal(nb.Claim, bWants) || len(nb.Wait) != 0 {
+		t.Fatalf("after the release: %+v, want to claim %v", nb, bWants)
+	}
+	// a is dead in b's view: b claims without waiting.
+	for p := range parts {
+		owners[p] = "a"
+	}
+	nb = PlanGroup(GroupView{Group: "g", Topic: "t", Partitions: parts, Me: "b", Live: []string{"b"}, Owners: owners, Held: map[int]bool{}})
+	if len(nb.Claim) != parts {
+		t.Fatalf("dead holder: %+v, want every partition claimed", nb)
+	}
+	// b claimed partition 0 while a still held it: a is fenced there.
+	owners[0] = "b"
+	pa = PlanGroup(GroupView{Group: "g", Topic: "t", Partitions: parts, Me: "a", Live: []string{"a"}, Owners: owners, Held: heldA})
+	if !slices.Equal(pa.Fenced, []int{0}) {
+		t.Fatalf("plan %+v, want partition 0 fenced", pa)
+	}
+}
+
+func TestPauseAfterWithinSession(t *testing.T) {
+	if s := 10 * sec; PauseAfter(s) >= s || PauseAfter(s) <= s/2 {
+		t.Fatalf("PauseAfter(%d) = %d", s, PauseAfter(s))
+	}
+}
+
+// TestLeaseWatch: a lease lapses only after its revision stood still for
+// the TTL on the observer's clock; a renewal or a failed read restarts it.
+func TestLeaseWatch(t *testing.T) {
+	var w LeaseWatch
+	w.Observe(0, 7)
+	if w.Lapsed(4*sec, 5*sec) {
+		t.Fatal("lapsed before the TTL")
+	}
+	w.Observe(4*sec, 8) // renewed
+	if w.Lapsed(8*sec, 5*sec) || !w.Lapsed(9*sec, 5*sec) {
+		t.Fatal("a renewal must restart the TTL")
+	}
+	w.Failed(10 * sec)
+	if w.Lapsed(20*sec, 5*sec) {
+		t.Fatal("lapsed without a successful read")
+	}
+	w.Observe(20*sec, 8)
+	if w.Lapsed(24*sec, 5*sec) || !w.Lapsed(25*sec, 5*sec) {
+		t.Fatal("after a failed read the TTL runs from the next read")
+	}
+}

@@ -1,0 +1,266 @@
+package raidq
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/raidq/raidq/actors/core"
+	"github.com/raidq/raidq/bus/meta"
+)
+
+// What a group member hands the application, what the application is done
+// with, and the commits that follow (groups.go has the membership).
+//
+// The forwarder (Consumer.forward) is the only sender on the application's
+// unbuffered channel, so it knows exactly which message the application
+// holds: the last one taken. That message is done when the application
+// takes the next one, calls Next again, or commits it; done messages move
+// their partition's processed position, which AutoCommit commits and a
+// release commits before handing the partition over. Without AutoCommit
+// only Commit moves it: the application decides what is processed.
+
+// took records that the application took m (the previous one is done).
+func (g *groupState) took(m Message) {
+	part := g.current(m)
+	g.hmu.Lock()
+	defer g.hmu.Unlock()
+	if g.inHand != nil && g.auto > 0 {
+		g.doneLocked(g.inHand)
+	}
+	g.inHand = nil
+	if part != nil {
+		g.inHand = &handoff{part: part, next: core.Position{Offset: m.Position.Offset, Index: m.Position.Index + 1}}
+	}
+	g.signalLocked()
+}
+
+// idle records that the application is done with the message it holds.
+func (g *groupState) idle() {
+	g.hmu.Lock()
+	defer g.hmu.Unlock()
+	if g.inHand != nil {
+		if g.auto > 0 {
+			g.doneLocked(g.inHand)
+		}
+		g.inHand = nil
+		g.signalLocked()
+	}
+}
+
+func (g *groupState) doneLocked(h *handoff) {
+	if h.part.processed.Less(h.next) {
+		h.part.processed = h.next // late deliveries (lower positions) never move it back
+	}
+}
+
+func (g *groupState) signalLocked() {
+	close(g.handCh)
+	g.handCh = make(chan struct{})
+}
+
+func (g *groupState) processedOf(part *groupPart) core.Position {
+	g.hmu.Lock()
+	defer g.hmu.Unlock()
+	return part.processed
+}
+
+// waitInHand waits, up to revokeGrace, until the application is done with
+// the message of part it holds.
+func (g *groupState) waitInHand(part *groupPart) {
+	deadline := time.NewTimer(revokeGrace)
+	defer deadline.Stop()
+	for {
+		g.hmu.Lock()
+		holding, ch := g.inHand != nil && g.inHand.part == part, g.handCh
+		g.hmu.Unlock()
+		if !holding {
+			return
+		}
+		select {
+		case <-ch:
+		case <-deadline.C:
+			return
+		case <-g.c.quit:
+			return
+		}
+	}
+}
+
+// current is the owned partition reading that delivered m, or nil if the
+// partition moved or was re-read (Seek) since.
+func (g *groupState) current(m Message) *groupPart {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	part := g.parts[m.Partition]
+	if part == nil || part.gen != m.gen {
+		return nil
+	}
+	return part
+}
+
+// deliverable waits while the member is paused and says whether m may
+// still go to the application (its partition was not given up meanwhile).
+func (g *groupState) deliverable(m Message) bool {
+	select {
+	case <-g.gate():
+	case <-g.c.quit:
+		return false
+	}
+	return g.current(m) != nil
+}
+
+// gate is closed while the member delivers and open while it is paused.
+func (g *groupState) gate() <-chan struct{} {
+	g.pmu.Lock()
+	defer g.pmu.Unlock()
+	return g.resume
+}
+
+// pause stops delivery: the member could not heartbeat for long enough
+// that the others may soon judge it dead and take its partitions.
+func (g *groupState) pause() {
+	g.pmu.Lock()
+	defer g.pmu.Unlock()
+	select {
+	case <-g.resume:
+		g.resume = make(chan struct{})
+		g.c.c.logger.Warn("consumer group: no heartbeat for most of the session; delivery paused until one succeeds",
+			g.logArgs("session", g.session, "last_heartbeat", time.Since(g.lastBeat).Round(time.Millisecond))...)
+	default:
+	}
+}
+
+func (g *groupState) unpause() {
+	g.pmu.Lock()
+	defer g.pmu.Unlock()
+	select {
+	case <-g.resume:
+	default:
+		close(g.resume)
+		g.c.c.logger.Info("consumer group: heartbeat succeeded; delivery resumed", g.logArgs()...)
+	}
+}
+
+// commitAll commits every owned partition's processed position (AutoCommit).
+func (g *groupState) commitAll() {
+	g.mu.Lock()
+	parts := make([]*groupPart, 0, len(g.parts))
+	for _, part := range g.parts {
+		parts = append(parts, part)
+	}
+	g.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*GroupInterval)
+	defer cancel()
+	for _, part := range parts {
+		err := g.commit(ctx, part, g.processedOf(part))
+		if err != nil && !errors.Is(err, meta.ErrFenced) {
+			g.setTrouble("auto-commit failed", err)
+			return
+		}
+	}
+}
+
+// commit writes next as part's position unless it would move backwards,
+// capped at the reader's lowest unresolved in-doubt offset. Fenced, the
+// partition is dropped.
+func (g *groupState) commit(ctx context.Context, part *groupPart, next core.Position) error {
+	part.mu.Lock()
+	next = g.safe(part, next)
+	if !part.committed.Less(next) && !part.seeked {
+		part.mu.Unlock()
+		return nil
+	}
+	rev, err := g.store.CommitPosition(ctx, g.group, g.c.topic, part.p,
+		meta.GroupPosition{Offset: next.Offset, Index: next.Index, Member: g.member, Updated: time.Now().UnixNano()}, part.rev)
+	if err == nil {
+		part.rev, part.committed, part.seeked = rev, next, false
+	}
+	part.mu.Unlock()
+	if errors.Is(err, meta.ErrFenced) {
+		g.drop(part)
+		return fmt.Errorf("consumer group %s member %s: partition %d was taken over by another member, its reader is stopped here: %w",
+			g.group, g.member, part.p, err)
+	}
+	return err
+}
+
+// Commit records that m and everything before it in its partition are
+// processed: the group resumes after m when the partition moves to another
+// member. It never moves a partition's position backwards (committing an
+// older message is a no-op), except after Seek, and never past an offset
+// the partition's reader still holds in doubt (the position stays there
+// until it is resolved). If the partition was taken over by another
+// member, the commit fails with an error wrapping ErrFenced and this
+// member stops reading the partition; the new owner redelivers what was
+// not committed (at-least-once).
+func (c *Consumer) Commit(ctx context.Context, m Message) error {
+	g := c.group
+	if g == nil {
+		return errors.New("raidq: Commit needs a consumer group (ConsumerOptions.Group)")
+	}
+	if m.Topic != c.topic || m.gen == 0 {
+		return fmt.Errorf("raidq: Commit of a message this consumer did not deliver (topic %q, partition %d)", m.Topic, m.Partition)
+	}
+	g.mu.Lock()
+	part := g.parts[m.Partition]
+	g.mu.Unlock()
+	if part == nil || m.gen < part.claimGen {
+		return fmt.Errorf("consumer group %s member %s: partition %d is no longer this member's (rebalanced): %w",
+			g.group, g.member, m.Partition, meta.ErrFenced)
+	}
+	if m.gen < part.gen {
+		return fmt.Errorf("consumer group %s partition %d: %w", g.group, m.Partition, ErrSeeked)
+	}
+	next := core.Position{Offset: m.Position.Offset, Index: m.Position.Index + 1}
+	g.hmu.Lock()
+	if m.gen == part.gen {
+		g.doneLocked(&handoff{part: part, next: next})
+		if g.inHand != nil && g.inHand.part == part && !next.Less(g.inHand.next) {
+			g.inHand = nil
+			g.signalLocked()
+		}
+	}
+	g.hmu.Unlock()
+	return g.commit(ctx, part, next)
+}
+
+// seek restarts every owned partition's reader at t; the next commits may
+// move positions backwards. Partitions claimed later start from the
+// group's committed positions.
+func (g *groupState) seek(t time.Time) error {
+	g.mu.Lock()
+	parts := make([]*groupPart, 0, len(g.parts))
+	for _, part := range g.parts {
+		parts = append(parts, part)
+	}
+	g.mu.Unlock()
+	var errs []error
+	at := core.Position{Offset: uint64(t.UnixNano())}
+	for _, old := range parts {
+		g.stopPart(old)
+		old.mu.Lock()
+		part := &groupPart{p: old.p, claimGen: old.claimGen, gen: gens.Add(1), quit: make(chan struct{}),
+			rev: old.rev, committed: old.committed, seeked: true, processed: at}
+		old.mu.Unlock()
+		if err := g.startReader(part, at); err != nil {
+			errs = append(errs, err)
+			g.mu.Lock()
+			if g.parts[old.p] == old {
+				delete(g.parts, old.p)
+			}
+			g.mu.Unlock()
+			continue
+		}
+		g.mu.Lock()
+		if g.parts[old.p] == old && !g.stopped {
+			g.parts[old.p] = part
+			g.mu.Unlock()
+			continue
+		}
+		g.mu.Unlock()
+		g.stopPart(part) // dropped meanwhile
+	}
+	return errors.Join(errs...)
+}
