@@ -31,7 +31,11 @@ topic, runs --producers producers at --rate messages/s for --duration while
 it injects the drill's faults, heals them, reads everything back and checks
 the history: lost (acked, never delivered), unexpected (delivered, never
 sent), duplicates, recovered (failed or unknown, delivered anyway),
-reordered (per producer and partition) and in-doubt offsets. It prints a
+reordered (per producer and partition) and in-doubt offsets. Two readers
+run through the faults too: an in-process live reader and a live consumer
+group of two ` + "`raidq consume --group`" + ` processes of this binary (each given
+every node's URL), which must deliver every acked record without a member
+process exiting by itself. It prints a
 verdict table (--json: one object per drill) and exits non-zero, naming the
 seed, when a drill fails. --out DIR writes the ack latency plot (PNG, faults
 marked), the full history (JSONL) and the report (JSON).
@@ -90,8 +94,11 @@ on 127.0.0.1 (--insecure) and are stopped at the end.`,
 				for _, name := range names {
 					c := cfg
 					c.Scenario, c.Seed = name, uint64(seed)
+					if !cmd.Flags().Changed("duration") {
+						c.Duration = drill.DefaultDuration(name)
+					}
 					if !asJSON && !verbose && isTerminal(os.Stderr) {
-						c.Progress = drillProgress(name, cfg.Duration)
+						c.Progress = drillProgress(name, c.Duration)
 					}
 					r, err := drill.Run(ctx, c)
 					if c.Progress != nil {
@@ -110,7 +117,7 @@ on 127.0.0.1 (--insecure) and are stopped at the end.`,
 					if !r.OK {
 						failures = append(failures, fmt.Sprintf("%s --seed %d", name, seed))
 						fmt.Fprintf(os.Stderr, "drill %s FAILED with seed %d: rerun with `raidq drill %s --seed %d --duration %s`\n",
-							name, seed, name, seed, cfg.Duration)
+							name, seed, name, seed, c.Duration)
 					}
 				}
 			}
@@ -126,7 +133,7 @@ on 127.0.0.1 (--insecure) and are stopped at the end.`,
 	f := cmd.Flags()
 	f.Uint64Var(&cfg.Seed, "seed", 1, "seed: which nodes get the faults, producer seeds, corrupted bytes")
 	f.UintSliceVar(&seeds, "seeds", nil, "run every drill once per seed (e.g. 1,2,3); overrides --seed")
-	f.DurationVar(&cfg.Duration, "duration", 30*time.Second, "how long the producers send")
+	f.DurationVar(&cfg.Duration, "duration", 30*time.Second, "how long the producers send (not given: 30s, hang 45s)")
 	f.IntVar(&cfg.Rate, "rate", 1000, "messages per second over all producers")
 	f.IntVar(&cfg.Producers, "producers", 4, "producers (each its own client; the conflict drill uses at least 16)")
 	f.IntVar(&cfg.Size, "size", 256, "message size in bytes")
@@ -171,8 +178,12 @@ func drillProgress(name string, d time.Duration) func(drill.Progress) {
 		case "load":
 			bar.Describe(fmt.Sprintf("%s: load, acked %d, failed %d, pending %d", name, p.Acked, p.Failed, p.Pending))
 			_ = bar.Set64(min(p.Elapsed.Milliseconds(), d.Milliseconds()))
-		case "draining":
-			bar.Describe(fmt.Sprintf("%s: reading back %d/%d acked", name, p.Got, p.Expected))
+		case "draining", "group":
+			what := "reading back"
+			if p.Phase == "group" {
+				what = "live group delivered"
+			}
+			bar.Describe(fmt.Sprintf("%s: %s %d/%d acked", name, what, p.Got, p.Expected))
 			if p.Expected > 0 {
 				_ = bar.Set64(d.Milliseconds() * int64(p.Got) / int64(p.Expected))
 			}
@@ -202,6 +213,23 @@ func liveRow(l *drill.LiveReport) string {
 	return fmt.Sprintf("%d / %d / %d (duplicates %d, reordered %d)", l.Delivered, l.Missing, l.InDoubt, l.Duplicates, l.Reordered)
 }
 
+// groupRow is the live group's delivered / missing / duplicates / exits.
+func groupRow(g *drill.GroupReport) string {
+	if g == nil {
+		return "-"
+	}
+	return fmt.Sprintf("%d / %d / %d / %d (duplicate records %d, across members %d, unexpected %d, waited %.1fs)",
+		g.Delivered, g.Missing, g.Duplicates, g.Exits, g.DuplicateRecords, g.AcrossMembers, g.Unexpected, g.WaitS)
+}
+
+// groupVerdict is the live group's part of the last line.
+func groupVerdict(g *drill.GroupReport) string {
+	if g == nil {
+		return ""
+	}
+	return fmt.Sprintf("; live group: %d missing, %d duplicates, %d member exits", g.Missing, g.Duplicates, g.Exits)
+}
+
 func repairRow(r *drill.RepairReport) string {
 	if r == nil {
 		return "-"
@@ -219,6 +247,10 @@ func repairRow(r *drill.RepairReport) string {
 }
 
 func printDrill(w io.Writer, r *drill.Report) {
+	if r.Skipped != "" {
+		fmt.Fprintf(w, "SKIPPED: drill %s, seed %d: %s\n\n", r.Scenario, r.Seed, r.Skipped)
+		return
+	}
 	fmt.Fprintf(w, "drill %s, seed %d, %s backend, nodes %s", r.Scenario, r.Seed, r.Backend, strings.Join(r.Nodes, " "))
 	if len(r.Faulted) > 0 {
 		fmt.Fprintf(w, ", faults on %s", strings.Join(r.Faulted, " "))
@@ -240,6 +272,7 @@ func printDrill(w io.Writer, r *drill.Report) {
 		{"reordered (per producer+partition)", fmt.Sprint(r.Reordered)},
 		{"in doubt (reader reports)", fmt.Sprint(r.InDoubt)},
 		{"live reader: delivered / missing / in doubt", liveRow(r.Live)},
+		{"live group: delivered / missing / duplicates / exits", groupRow(r.Group)},
 		{"ack latency p50/p99/p99.9/max", fmt.Sprintf("%.1f / %.1f / %.1f / %.1f ms", r.AckP50Ms, r.AckP99Ms, r.AckP999Ms, r.AckMaxMs)},
 		{"longest gap between acks", fmt.Sprintf("%.0f ms", r.LongestAckGapMs)},
 		{"conflicts / retries / rewrites", fmt.Sprintf("%d / %d / %d", r.Conflicts, r.Retries, r.Rewrites)},
@@ -268,6 +301,24 @@ func printDrill(w io.Writer, r *drill.Report) {
 			fmt.Fprintf(w, "  LIVE MISSING %s\n", m)
 		}
 	}
+	if g := r.Group; g != nil {
+		fmt.Fprintf(w, "  live group %s: %s\n", g.Group, strings.Join(g.Members, ", "))
+		for _, m := range g.MissingSamples {
+			fmt.Fprintf(w, "  GROUP MISSING %s\n", m)
+		}
+		for _, x := range g.DuplicateSamples {
+			fmt.Fprintf(w, "  group duplicate %s\n", x)
+		}
+		for _, x := range g.ExitSamples {
+			fmt.Fprintf(w, "  GROUP EXIT %s\n", x)
+		}
+		for _, x := range g.StopFailures {
+			fmt.Fprintf(w, "  GROUP STOP %s\n", x)
+		}
+		for _, t := range g.StderrTails {
+			fmt.Fprintf(w, "  group member stderr, %s\n", strings.ReplaceAll(strings.TrimRight(t, "\n"), "\n", "\n        "))
+		}
+	}
 	for _, n := range r.Notes {
 		fmt.Fprintf(w, "  note: %s\n", n)
 	}
@@ -294,8 +345,8 @@ func printDrill(w io.Writer, r *drill.Report) {
 		fmt.Fprintf(w, "  wrote %s\n", f)
 	}
 	if r.OK {
-		fmt.Fprintf(w, "OK: drill %s, seed %d: nothing acknowledged was lost\n\n", r.Scenario, r.Seed)
+		fmt.Fprintf(w, "OK: drill %s, seed %d: nothing acknowledged was lost%s\n\n", r.Scenario, r.Seed, groupVerdict(r.Group))
 	} else {
-		fmt.Fprintf(w, "FAILED: drill %s, seed %d\n\n", r.Scenario, r.Seed)
+		fmt.Fprintf(w, "FAILED: drill %s, seed %d%s\n\n", r.Scenario, r.Seed, groupVerdict(r.Group))
 	}
 }

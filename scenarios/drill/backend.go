@@ -42,6 +42,9 @@ type backend interface {
 	HealNet() error
 	Isolation() string
 	DataDir(i int) string
+	// ClientBinary is a raidq binary this machine can run as a client
+	// (the live group's `raidq consume` processes).
+	ClientBinary() string
 	// ExpectExit marks node i as allowed to exit (or not) without that
 	// being reported by PollExits.
 	ExpectExit(i int, ok bool)
@@ -64,6 +67,7 @@ type procBackend struct {
 	r   *run
 	c   *cluster.Cluster
 	dir string
+	bin string // the raidq binary (the isolated nodes run a copy)
 
 	mu       sync.Mutex
 	expected []bool          // exit allowed (the drill stopped it)
@@ -84,13 +88,16 @@ func newProcBackend(r *run, dir string) (*procBackend, error) {
 		}
 		bin = b
 	}
-	b := &procBackend{r: r, dir: dir}
+	b := &procBackend{r: r, dir: dir, bin: bin}
 	args := []string{"--repair-interval", r.cfg.RepairInterval.String()}
 	if r.cfg.NoSync {
 		args = append(args, "--no-fsync")
 	}
 	if len(r.plan.isolate) > 0 {
 		if err := b.setupNetCut(bin); err != nil {
+			if r.plan.needNet {
+				return nil, &skipError{reason: "needs root and iptables: " + err.Error()}
+			}
 			r.plan.notes = append(r.plan.notes, "partition: "+err.Error()+"; freezing the nodes (SIGSTOP) instead")
 			r.cfg.Logger.Warn("drill: no network partition possible; freezing instead", "err", err)
 		} else {
@@ -134,6 +141,7 @@ func (b *procBackend) IDs() []string   { return b.c.IDs() }
 func (b *procBackend) DataDir(i int) string {
 	return b.c.Node(i).Dir
 }
+func (b *procBackend) ClientBinary() string { return b.bin }
 
 func (b *procBackend) Start(ctx context.Context) error {
 	for i := range b.c.Nodes() {

@@ -224,6 +224,9 @@ func (b *dockerBackend) DataDir(i int) string {
 	return filepath.Join(b.dir, b.ids[i])
 }
 
+// ClientBinary is the image's static binary (it runs here too).
+func (b *dockerBackend) ClientBinary() string { return filepath.Join(b.dir, "image", "raidq") }
+
 func (b *dockerBackend) network() string { return b.project + "_raidq" }
 
 func (b *dockerBackend) Start(ctx context.Context) error {

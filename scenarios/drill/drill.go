@@ -21,6 +21,11 @@
 //     (reported: a retried stripe lands at a later offset);
 //   - in_doubt: offsets the readers gave up on (ConsumerOptions.OnReport).
 //
+// Two readers also run through the faults: an in-process live reader
+// (live.go) and a live consumer group of two `raidq consume --group`
+// processes (group.go); each must deliver every acked record, and no
+// group member may exit by itself.
+//
 // For every lost record the drill stops the nodes and opens each node's
 // slot store to list which node holds which shard of the record's stripe
 // around its offset.
@@ -57,8 +62,8 @@ const Topic = "drill"
 type Config struct {
 	Scenario string
 	Seed     uint64
-	// Duration of the load (default 30s). Faults are placed at fractions
-	// of it.
+	// Duration of the load (default 30s; the hang scenario 45s, see
+	// DefaultDuration). Faults are placed at fractions of it.
 	Duration time.Duration
 	// Rate is the total send rate in messages per second over all
 	// producers (default 1000).
@@ -107,14 +112,14 @@ type Config struct {
 
 // Progress is what a drill is doing now.
 type Progress struct {
-	Phase    string // starting, load, healing, draining, checking
+	Phase    string // starting, load, healing, draining, group, repairing, checking
 	Elapsed  time.Duration
 	Duration time.Duration
 	Acked    int
 	Failed   int
 	Pending  int
-	Expected int // during draining: acked records to deliver
-	Got      int // during draining: distinct records delivered so far
+	Expected int // during draining and group: acked records to deliver
+	Got      int // during draining and group: distinct records delivered so far
 }
 
 // Event is one thing the drill did or saw (a fault, a heal, a node that
@@ -172,6 +177,9 @@ type Report struct {
 	LostRecords  []LostRecord      `json:"lost_records,omitempty"`
 	// Live is what a second consumer saw that read during the faults.
 	Live *LiveReport `json:"live,omitempty"`
+	// Group is what the live consumer group's member processes delivered
+	// (group.go).
+	Group *GroupReport `json:"group,omitempty"`
 	// ShardsAtEnd counts the acked stripes by how many good shards of
 	// them the nodes hold after the drill, at their acked offset or at a
 	// full copy elsewhere (a rewrite or re-append), whichever holds more
@@ -188,12 +196,30 @@ type Report struct {
 	// started and ended (Linux; the drills share the machine's CPUs).
 	LoadAvg []float64 `json:"load_avg,omitempty"`
 	Files   []string  `json:"files,omitempty"`
-	OK      bool      `json:"ok"`
+	// Skipped says why the drill did not run here (OK is then true and
+	// nothing was measured), e.g. isolate without root and iptables.
+	Skipped string `json:"skipped,omitempty"`
+	OK      bool   `json:"ok"`
+}
+
+// skipError: the drill cannot run on this machine; Run returns a Report
+// with Skipped set to reason.
+type skipError struct{ reason string }
+
+func (e *skipError) Error() string { return "skipped: " + e.reason }
+
+// DefaultDuration is a scenario's load duration when Config.Duration is
+// not set (30s; hang 45s, so the load goes on after its 30s stop).
+func DefaultDuration(name string) time.Duration {
+	if s, ok := scenarioByName(name); ok && s.duration > 0 {
+		return s.duration
+	}
+	return 30 * time.Second
 }
 
 func (c *Config) defaults() error {
 	if c.Duration <= 0 {
-		c.Duration = 30 * time.Second
+		c.Duration = DefaultDuration(c.Scenario)
 	}
 	if c.Rate <= 0 {
 		c.Rate = 1000
@@ -256,15 +282,17 @@ type run struct {
 	exits  []string
 	reg    *prometheus.Registry
 
-	stopWatch    func()          // ends the node watcher (set by load)
-	pclients     []*raidq.Client // the producers' clients, until load takes them
-	liveClient   *raidq.Client   // the live reader's, until startLive takes it
-	topicCreated uint64          // the drill topic's creation time (unix ns)
-	lostKeys     []uint64        // set by verdict
-	live         *liveReader     // reads during the faults
-	liveInDoubts []inDoubt       // its in-doubt reports
-	rolling      *rollingResult  // the rolling scenario's findings
-	corrupt      *corruptResult  // the corrupt scenario's findings
+	stopWatch    func()           // ends the node watcher (set by load)
+	pclients     []*raidq.Client  // the producers' clients, until load takes them
+	liveClient   *raidq.Client    // the live reader's, until startLive takes it
+	topicCreated uint64           // the drill topic's creation time (unix ns)
+	lostKeys     []uint64         // set by verdict
+	live         *liveReader      // reads during the faults
+	liveInDoubts []inDoubt        // its in-doubt reports
+	group        *liveGroup       // the live consumer group's member processes
+	groupDels    []memberDelivery // what the group delivered (set by groupVerdict)
+	rolling      *rollingResult   // the rolling scenario's findings
+	corrupt      *corruptResult   // the corrupt scenario's findings
 }
 
 func (r *run) since() float64 {
@@ -310,10 +338,19 @@ func Run(ctx context.Context, cfg Config) (rep *Report, err error) {
 		return nil, err
 	}
 	r.progress(Progress{Phase: "starting"})
+	if r.plan.needNet && cfg.Docker == nil {
+		if err := netCutPossible(); err != nil {
+			return skipped(rep, "needs root and iptables: "+err.Error()), nil
+		}
+	}
 	if cfg.Docker != nil {
 		r.be, err = newDockerBackend(r, dir)
 	} else {
 		r.be, err = newProcBackend(r, dir)
+	}
+	var skip *skipError
+	if errors.As(err, &skip) {
+		return skipped(rep, skip.reason), nil
 	}
 	if err != nil {
 		return nil, err
@@ -323,6 +360,9 @@ func Run(ctx context.Context, cfg Config) (rep *Report, err error) {
 		r.closeClients()
 		if r.live != nil {
 			r.live.close()
+		}
+		if r.group != nil {
+			r.group.close()
 		}
 		if r.stopWatch != nil {
 			r.stopWatch()
@@ -342,6 +382,9 @@ func Run(ctx context.Context, cfg Config) (rep *Report, err error) {
 		return nil, err
 	}
 	if err := r.createTopic(ctx); err != nil {
+		return nil, err
+	}
+	if r.group, err = r.startGroup(); err != nil {
 		return nil, err
 	}
 	watch, err := r.startRepairWatch()
@@ -368,10 +411,16 @@ func Run(ctx context.Context, cfg Config) (rep *Report, err error) {
 		return nil, err
 	}
 	rep.DrainS = time.Since(drainStart).Seconds()
-	// The live reader gets 30s more for in-doubt stripes that repair
-	// re-appends (DESIGN §5: delivered late rather than lost).
-	ldels, lids, lcorrupt := r.live.stop(r.hist.ackedSet(), time.Now().Add(30*time.Second))
+	// The live reader and the live group get 30s more (together) for
+	// in-doubt stripes that repair re-appends (DESIGN §5: delivered late
+	// rather than lost).
+	want, late := r.hist.ackedSet(), time.Now().Add(30*time.Second)
+	ldels, lids, lcorrupt := r.live.stop(want, late)
 	r.live = nil
+	gres := r.group.stop(want, late, func(got int) {
+		r.progress(Progress{Phase: "group", Expected: len(want), Got: got})
+	})
+	r.group = nil
 	r.progress(Progress{Phase: "repairing"})
 	rr := watch.wait(ctx, r.hist.lastSend().Add(raidq.DefaultParams().ReadDelay+2*time.Second+r.cfg.RepairInterval),
 		time.Now().Add(r.cfg.RepairWait), r.lastFaultOrHeal())
@@ -384,6 +433,7 @@ func Run(ctx context.Context, cfg Config) (rep *Report, err error) {
 	r.be.StopAll()
 	r.verdict(rep, dels)
 	r.liveVerdict(rep, ldels, lids, lcorrupt)
+	r.groupVerdict(rep, gres)
 	r.clientMetrics(rep)
 	if rep.Lost > 0 {
 		rep.LostRecords = r.analyzeLost(rep)
@@ -404,6 +454,13 @@ func Run(ctx context.Context, cfg Config) (rep *Report, err error) {
 		}
 	}
 	return rep, nil
+}
+
+// skipped marks rep as a drill that did not run here.
+func skipped(rep *Report, reason string) *Report {
+	rep.Skipped, rep.OK = reason, true
+	rep.Notes = append(rep.Notes, "skipped: "+reason)
+	return rep
 }
 
 func (r *run) progress(p Progress) {

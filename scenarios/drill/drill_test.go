@@ -80,6 +80,22 @@ func TestScenarioPlans(t *testing.T) {
 			t.Errorf("%s: no description", name)
 		}
 	}
+	if DefaultDuration("hang") != 45*time.Second || DefaultDuration("kill-2") != 30*time.Second {
+		t.Errorf("default durations: hang %s, kill-2 %s", DefaultDuration("hang"), DefaultDuration("kill-2"))
+	}
+	// With its default load, hang's stop ends while the load goes on.
+	r := &run{cfg: Config{Scenario: "hang", Seed: 1}, rng: newRand(1)}
+	if err := r.cfg.defaults(); err != nil {
+		t.Fatal(err)
+	}
+	sc, _ := scenarioByName("hang")
+	if p := newPlan(r, sc); len(p.steps) != 1 || p.steps[0].at+p.upTo(30*time.Second, 0.75) > r.cfg.Duration-5*time.Second ||
+		p.upTo(30*time.Second, 0.75) != 30*time.Second {
+		t.Errorf("hang: steps %+v in a %s load", p.steps, r.cfg.Duration)
+	}
+	if sc, _ := scenarioByName("isolate"); !newPlan(&run{cfg: Config{Duration: 10 * time.Second}, rng: newRand(1)}, sc).needNet {
+		t.Error("isolate does not require iptables")
+	}
 	if err := (&Config{Scenario: "nope"}).defaults(); err == nil || !strings.Contains(err.Error(), "kill-2") {
 		t.Fatalf("unknown scenario: %v", err)
 	}
@@ -104,12 +120,18 @@ func TestDrills(t *testing.T) {
 			t.Logf("%s in %s: attempted %d acked %d failed %d unknown %d delivered %d lost %d in_doubt %d p99 %.1fms gap %.0fms",
 				name, time.Since(start).Round(time.Millisecond), r.Attempted, r.Acked, r.FailedSends, r.Unknown, r.Delivered,
 				r.Lost, r.InDoubt, r.AckP99Ms, r.LongestAckGapMs)
+			ok := true
 			for _, c := range r.Checks {
 				if !c.OK {
+					ok = false
 					t.Errorf("check failed: %s: %s", c.Name, c.Detail)
 				}
 			}
-			if !r.OK || r.Lost != 0 || r.Unexpected != 0 || r.Acked == 0 {
+			if g := r.Group; g != nil {
+				t.Logf("%s: live group delivered %d, missing %d, duplicates %d, exits %d", name, g.Delivered, g.Missing,
+					g.Duplicates, g.Exits)
+			}
+			if !ok || r.Group == nil || r.Lost != 0 || r.Unexpected != 0 || r.Acked == 0 {
 				t.Fatalf("%s: %+v", name, *r)
 			}
 			// Failed and unknown sends are only logged: two dead or slow

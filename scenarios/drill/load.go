@@ -274,15 +274,23 @@ func parseID(v []byte) (prod, seq int, ok bool) {
 	return prod, seq, true
 }
 
+// parseDelivery maps a delivered message to the history (at: now).
 func (h *history) parseDelivery(m raidq.Message, start time.Time) delivery {
-	d := delivery{at: time.Since(start).Nanoseconds(), part: m.Partition, off: m.Position.Offset, idx: int(m.Position.Index),
-		stripe: m.Stripe.String()}
-	prod, seq, ok := parseID(m.Value)
+	return h.toDelivery(delivery{at: time.Since(start).Nanoseconds(), part: m.Partition, off: m.Position.Offset,
+		idx: int(m.Position.Index), stripe: m.Stripe.String()}, m.Value)
+}
+
+// toDelivery fills in d's record from a delivered value: known, prod and
+// seq for a drill value of one of the history's producers, else raw (the
+// quoted start of the value). Every reader (in-process or a group member
+// process) maps its deliveries through it.
+func (h *history) toDelivery(d delivery, value []byte) delivery {
+	prod, seq, ok := parseID(value)
 	if ok && prod < len(h.prods) {
 		d.known, d.prod, d.seq = true, prod, seq
 		return d
 	}
-	raw := m.Value
+	raw := value
 	if len(raw) > 40 {
 		raw = raw[:40]
 	}

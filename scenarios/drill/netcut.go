@@ -38,14 +38,8 @@ const uidBase = 3_100_000 // far above any system or user uid
 // setupNetCut prepares iptables isolation for the plan's isolated nodes,
 // or says why it cannot.
 func (b *procBackend) setupNetCut(bin string) error {
-	if runtime.GOOS != "linux" {
-		return errors.New("iptables isolation is Linux-only")
-	}
-	if os.Geteuid() != 0 {
-		return errors.New("iptables isolation needs root")
-	}
-	if _, err := exec.LookPath("iptables"); err != nil {
-		return errors.New("no iptables command")
+	if err := netCutPossible(); err != nil {
+		return err
 	}
 	// The isolated nodes run under their own uid: they must reach the
 	// binary and their data directory.
@@ -94,6 +88,21 @@ func (b *procBackend) prepareNetDirs() error {
 		if err := os.Chown(d, int(uid), int(uid)); err != nil {
 			return err
 		}
+	}
+	return nil
+}
+
+// netCutPossible says why iptables isolation cannot work here (nil: it
+// may: Linux, root, an iptables command).
+func netCutPossible() error {
+	if runtime.GOOS != "linux" {
+		return errors.New("iptables isolation is Linux-only")
+	}
+	if os.Geteuid() != 0 {
+		return errors.New("iptables isolation needs root")
+	}
+	if _, err := exec.LookPath("iptables"); err != nil {
+		return errors.New("no iptables command")
 	}
 	return nil
 }

@@ -59,8 +59,9 @@ type histLine struct {
 func intp(i int) *int { return &i }
 
 // writeHistory writes every event in time order: sends, their outcomes
-// (ack, fail, unknown), deliveries, in-doubt reports and the drill's own
-// events (faults, heals).
+// (ack, fail, unknown), deliveries (the read-back's; group_deliver: the
+// live group members', what = the member process), in-doubt reports and
+// the drill's own events (faults, heals).
 func (r *run) writeHistory(path string, rep *Report, dels []delivery) error {
 	var lines []histLine
 	secs := func(ns int64) float64 { return float64(ns) / 1e9 }
@@ -85,6 +86,14 @@ func (r *run) writeHistory(path string, rep *Report, dels []delivery) error {
 			id = fmt.Sprintf("p%d-%d", d.prod, d.seq)
 		}
 		lines = append(lines, histLine{T: secs(d.at), Ev: "deliver", ID: id, Part: intp(d.part), Off: d.off, Idx: intp(d.idx), Stripe: d.stripe})
+	}
+	for _, d := range r.groupDels {
+		id := d.raw
+		if d.known {
+			id = fmt.Sprintf("p%d-%d", d.prod, d.seq)
+		}
+		lines = append(lines, histLine{T: secs(d.at), Ev: "group_deliver", ID: id, Part: intp(d.part), Off: d.off, Idx: intp(d.idx),
+			Stripe: d.stripe, What: d.member})
 	}
 	r.hist.mu.Lock()
 	for _, d := range r.hist.inDoubts {

@@ -80,6 +80,9 @@ func (r *run) load(ctx context.Context) error {
 	r.start = time.Now()
 	r.hist = newHistory(r.start, n)
 	r.live.setStart(r.start, r.hist)
+	if r.group != nil {
+		r.group.setStart(r.start, r.hist)
+	}
 	r.event("info", "load starts: %d producers, %d msgs/s, %d-byte messages, %s", n, r.cfg.Rate, r.cfg.Size, r.cfg.Duration)
 	watchStop := make(chan struct{})
 	watchDone := make(chan struct{})

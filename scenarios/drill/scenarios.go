@@ -33,6 +33,10 @@ type plan struct {
 	notes     []string
 	onExit    func(ctx context.Context, x exitInfo) bool
 	marks     sync.Map // name -> time.Duration since the load start
+
+	// needNet: the scenario cannot run without iptables isolation (Run
+	// reports it skipped instead of freezing the nodes).
+	needNet bool
 }
 
 // scenario is one named drill.
@@ -41,6 +45,9 @@ type scenario struct {
 	about string
 	setup func(p *plan)
 	check func(r *run, rep *Report)
+	// duration is the load's length when Config.Duration is not set
+	// (0: 30s).
+	duration time.Duration
 }
 
 var scenarioList = []scenario{
@@ -51,6 +58,8 @@ var scenarioList = []scenario{
 	{name: "slow-2", about: "two nodes answer 100 ms late all along; one of them is also paused (SIGSTOP) for 10 s",
 		setup: setupSlow2},
 	{name: "pause", about: "SIGSTOP one node for 10 s at 30%, then SIGCONT", setup: setupPause},
+	{name: "hang", about: "SIGSTOP one node for 30 s from 10% of a 45 s load, then SIGCONT (the load goes on after it)",
+		setup: setupHang, duration: 45 * time.Second},
 	{name: "rolling", about: "restart every node in turn under load (SIGTERM, start, wait until it is a member)",
 		setup: setupRolling, check: checkRolling},
 	{name: "skew", about: "producer clocks off by ±200 ms, one by 2 s", setup: setupSkew},
@@ -58,6 +67,8 @@ var scenarioList = []scenario{
 		setup: setupConflict, check: checkConflict},
 	{name: "partition", about: "cut two nodes off the network for 10 s (iptables as root; else SIGSTOP)",
 		setup: setupPartition},
+	{name: "isolate", about: "cut one node's client and route ports off for 10 s at 30% (iptables as root; else skipped)",
+		setup: setupIsolate},
 	{name: "corrupt", about: "stop a node, flip bytes in its LevelDB files, restart it: it refuses clearly (then it is wiped) or serves",
 		setup: setupCorrupt, check: checkCorrupt},
 	{name: "wipe", about: "SIGKILL a node, erase its data directory, bring it back as a new incarnation", setup: setupWipe},
@@ -264,6 +275,16 @@ func setupPause(p *plan) {
 	p.add(p.frac(0.3), "pause", func(ctx context.Context) error { return p.r.pauseFor(ctx, ns[0], d) })
 }
 
+// setupHang stops one node for 30 s (3x pause's 10 s: past the clients'
+// request timeouts and the group heartbeat TTL) from 10% of the load; with
+// the default 45 s load the load goes on for 10 s after SIGCONT. Shorter
+// loads scale the stop to 75% of the load.
+func setupHang(p *plan) {
+	ns := p.pick(1)
+	d := p.upTo(30*time.Second, 0.75)
+	p.add(p.frac(0.1), "hang", func(ctx context.Context) error { return p.r.pauseFor(ctx, ns[0], d) })
+}
+
 // rollingExits records the exit codes of the graceful stops.
 type rollingResult struct {
 	mu    sync.Mutex
@@ -347,7 +368,24 @@ func checkConflict(_ *run, rep *Report) {
 func setupPartition(p *plan) {
 	ns := p.pick(2)
 	p.isolate = ns
-	d := p.upTo(10*time.Second, 0.4)
+	p.addCut(ns, p.upTo(10*time.Second, 0.4))
+}
+
+// setupIsolate cuts one node's client and route ports (everything its uid
+// owns and everything reaching its ports) off for 10 s at 30%: the
+// producers (on the other nodes) must not notice; the live group members,
+// whose lists include it, lose whatever they had through it. Without
+// iptables the drill is skipped (Report.Skipped), never faked with
+// SIGSTOP; setupNetCut removes the chains of an earlier drill that died.
+func setupIsolate(p *plan) {
+	ns := p.pick(1)
+	p.isolate, p.needNet = ns, true
+	p.addCut(ns, p.upTo(10*time.Second, 0.4))
+}
+
+// addCut isolates ns at 30% of the load for d, then reconnects them
+// (resuming nodes frozen instead where isolation falls back to SIGSTOP).
+func (p *plan) addCut(ns []int, d time.Duration) {
 	p.add(p.frac(0.3), "partition", func(context.Context) error {
 		if err := p.r.be.Isolate(ns); err != nil {
 			return err
