@@ -2,7 +2,6 @@ package sim
 
 import (
 	"fmt"
-	"math/rand/v2"
 	"time"
 )
 
@@ -40,8 +39,39 @@ type Config struct {
 	// their last delivered record (the fan-out reader's failover, §8).
 	ReaderRestarts int
 	// ExpectNoFailures makes a failed send a violation: within the fault
-	// model every send is eventually acked.
+	// model every send is eventually acked. Sends attempted while a
+	// QuorumLoss window is open are excused (they must fail with a clear
+	// error, or be acked).
 	ExpectNoFailures bool
+
+	// Fault kinds beyond the basic model (outage.go, clock.go, probe.go).
+	// Zero means off for every one of them.
+
+	// FailFast is the fraction of crashes that fail fast: the node's port
+	// refuses, so every request to it fails at once (the NATS request
+	// returns "no responders") instead of hanging until the timeout.
+	FailFast float64
+	// LongCrashes: crashes longer than the readers' InDoubtWait, each up to
+	// MaxLongCrash, still with at most n-W nodes down at once.
+	LongCrashes  int
+	MaxLongCrash time.Duration
+	// QuorumLoss > 0 takes n-W+1 nodes down together for about this long,
+	// once, during the writes: no write can commit then, and readers must
+	// wait for the nodes rather than pass committed stripes.
+	QuorumLoss time.Duration
+	// NodeOffset: the nodes' clocks are off together by up to ± this, on
+	// top of NodeSkew (an ensemble synced to a wrong time source).
+	NodeOffset time.Duration
+	// FastReader: reader r0's clock runs this much fast on top of
+	// ReaderSkew. Beyond D-A this is a misconfiguration the protocol must
+	// survive through the nodes' clocks (their seals refuse the future).
+	FastReader time.Duration
+	// ReaderBehind: readers start this much earlier than usual, over empty
+	// time, so their first scans probe and skip (core.Scan.Probe).
+	ReaderBehind time.Duration
+	// ReaderLate: readers start this late (true time), after much of the
+	// data is written, so a probe lands on data (NodeResult.After).
+	ReaderLate time.Duration
 
 	inject bugs // deliberate bugs in the simulated actors (tests only)
 }
@@ -53,6 +83,7 @@ type bugs struct {
 	unheardAsEmpty bool // readers take a node that did not answer for an empty one
 	openWindow     bool // owners accept any old offset, and scans do not seal
 	amnesia        bool // owners rebuilt after a crash forget their durable slots
+	probeBlind     bool // nodes answer every probe with "nothing after" (After 0)
 }
 
 // DefaultConfig is a small healthy cluster with every fault at its bound.
@@ -64,39 +95,32 @@ func DefaultConfig(seed uint64) Config {
 		ReaderRestarts: 1, ExpectNoFailures: true}
 }
 
-// SeedConfig draws a scenario from the seed: cluster size and load, and a
-// mix of faults within the bounds of the fault model (see the package doc).
-// About one seed in three runs in conflict mode.
-func SeedConfig(seed uint64) Config {
-	r := rand.New(rand.NewPCG(seed, 0x5eed))
-	c := DefaultConfig(seed)
-	c.Producers = 1 + r.IntN(3)
-	c.Readers = 1 + r.IntN(3)
-	c.Stripes = 10 + r.IntN(50)
-	c.MaxRecords = 1 + r.IntN(4)
-	c.StripeEvery = time.Duration(1+r.IntN(30)) * time.Millisecond
-	c.Crashes = r.IntN(5)
-	c.DropRate = []float64{0, 0.002, 0.01, 0.03}[r.IntN(4)]
-	c.DupRate = []float64{0, 0.01, 0.05}[r.IntN(3)]
-	c.SlowNodes = r.IntN(3)
-	c.ReaderRestarts = r.IntN(3)
-	c.PersistDelay = time.Duration(100+r.IntN(5000)) * time.Microsecond
-	if r.IntN(5) == 0 {
-		c.ProducerSkew = time.Second // beyond F: exercises CLOCK_AHEAD and the writer's skew correction
-	}
-	if r.IntN(3) == 0 {
-		c.ConflictQuantum = []time.Duration{time.Millisecond, 100 * time.Microsecond}[r.IntN(2)]
-		c.Producers = 2 + r.IntN(2)
-	}
-	return c
-}
-
 func (c Config) String() string {
-	return fmt.Sprintf("seed=%d n=%d k=%d W=%d producers=%d readers=%d stripes=%d records<=%d every=%v "+
+	s := fmt.Sprintf("seed=%d n=%d k=%d W=%d producers=%d readers=%d stripes=%d records<=%d every=%v "+
 		"crashes=%d<=%v drop=%.3f dup=%.2f slow=%d persist<=%v skew=±%v/±%v/±%v conflict=%v reader-restarts=%d",
 		c.Seed, c.Nodes, c.K, c.W, c.Producers, c.Readers, c.Stripes, c.MaxRecords, c.StripeEvery,
 		c.Crashes, c.MaxCrash, c.DropRate, c.DupRate, c.SlowNodes, c.PersistDelay,
 		c.ProducerSkew, c.NodeSkew, c.ReaderSkew, c.ConflictQuantum, c.ReaderRestarts)
+	// The newer knobs print only when set, so old configs read as before.
+	if c.FailFast > 0 {
+		s += fmt.Sprintf(" fail-fast=%.2f", c.FailFast)
+	}
+	if c.LongCrashes > 0 {
+		s += fmt.Sprintf(" long-crashes=%d<=%v", c.LongCrashes, c.MaxLongCrash)
+	}
+	if c.QuorumLoss > 0 {
+		s += fmt.Sprintf(" quorum-loss=%v", c.QuorumLoss)
+	}
+	if c.NodeOffset > 0 {
+		s += fmt.Sprintf(" node-offset=±%v", c.NodeOffset)
+	}
+	if c.FastReader > 0 {
+		s += fmt.Sprintf(" fast-reader=+%v", c.FastReader)
+	}
+	if c.ReaderBehind > 0 || c.ReaderLate > 0 {
+		s += fmt.Sprintf(" reader-behind=%v reader-late=%v", c.ReaderBehind, c.ReaderLate)
+	}
+	return s
 }
 
 // Result is what one run did and what it broke.
@@ -114,6 +138,13 @@ type Result struct {
 	Conflicts              int   // CONFLICT replies to producers
 	Retries, Rewrites      int   // retry attempts; post-commit rewrites (§3.7)
 	Crashes, Drops         int   // node crashes; messages lost
+	Refused                int   // requests a fail-fast node answered with "no responders"
+	LongCrashes            int   // crashes longer than InDoubtWait
+	QuorumLosses           int   // windows with n-W+1 nodes down
+	Excused                int   // failed sends excused by a quorum loss
+	Probes, Skips          int   // probing scans applied; those that skipped empty time
+	Late                   int   // records delivered late, from deferred in-doubt offsets
+	AckedInDoubt           int   // in-doubt reports of acked stripes (each must still be delivered)
 	Moved                  int   // stripes some readers delivered at another offset than others
 	Redelivered            int   // stripes a restarted reader delivered again (subscribers dedupe)
 	SimTime                time.Duration
@@ -128,7 +159,9 @@ func (r *Result) Broken() bool { return len(r.Violations) > 0 }
 // Summary is a one-line account of the run.
 func (r *Result) Summary() string {
 	return fmt.Sprintf("stripes=%d acked=%d failed=%d records=%d delivered=%v voids=%d in-doubt=%d dups=%d "+
-		"stalls=%d rescans=%d sealed=%d ahead=%d conflicts=%d retries=%d rewrites=%d crashes=%d drops=%d moved=%d redelivered=%d sim=%v violations=%d",
+		"stalls=%d rescans=%d sealed=%d ahead=%d conflicts=%d retries=%d rewrites=%d crashes=%d drops=%d "+
+		"refused=%d long=%d quorum-loss=%d excused=%d probes=%d skips=%d late=%d acked-in-doubt=%d moved=%d redelivered=%d sim=%v violations=%d",
 		r.Stripes, r.Acked, r.Failed, r.AckedRecords, r.Delivered, r.Voids, r.InDoubt, r.Duplicates,
-		r.Stalls, r.Rescans, r.Sealed, r.Ahead, r.Conflicts, r.Retries, r.Rewrites, r.Crashes, r.Drops, r.Moved, r.Redelivered, r.SimTime.Round(time.Millisecond), len(r.Violations))
+		r.Stalls, r.Rescans, r.Sealed, r.Ahead, r.Conflicts, r.Retries, r.Rewrites, r.Crashes, r.Drops,
+		r.Refused, r.LongCrashes, r.QuorumLosses, r.Excused, r.Probes, r.Skips, r.Late, r.AckedInDoubt, r.Moved, r.Redelivered, r.SimTime.Round(time.Millisecond), len(r.Violations))
 }

@@ -7,36 +7,55 @@
 //
 // Run(cfg) plays one scenario and checks the properties the protocol
 // promises: every acked record delivered by every reader, nothing invented,
-// nothing delivered twice, positions only forward, the same sequence for
-// every reader, no in-doubt report for an acked stripe, W durable shards
-// behind every ack, write-once slots (checked as they happen) and, within
-// the fault model, no failed send. Result lists the violations, counts and
-// the op log (one compact line per event).
+// nothing delivered twice, positions only forward (a late record from a
+// deferred in-doubt offset aside), the same records at the same positions
+// for every reader, every acked stripe a reader reported in doubt still
+// delivered by it, W durable shards behind every ack, write-once slots
+// (checked as they happen) and, within the fault model, no failed send.
+// Result lists the violations, counts and the op log (one compact line per
+// event).
 //
 // Two exceptions are allowed, and counted, because the protocol makes them:
 // a stripe committed at two offsets may be delivered at the later copy by a
 // reader that found the earlier one in doubt (§5 skips it without waiting),
 // so readers may place it differently ("moved"); and a restarted reader,
-// resumed after its last delivered record with no dedupe memory, may
-// deliver such a stripe again at the other offset ("redelivered";
+// resumed after its last delivered record (or at its low water, below an
+// in-doubt offset it still deferred) with no dedupe memory, may deliver a
+// stripe again, at the same offset or at the other copy ("redelivered";
 // subscribers dedupe by stripe id, §8).
 //
 // The fault model, and why each bound is there:
 //   - node crashes lose the owners' memory and every write not yet durable
 //     (such writes are never answered); a restarted node rebuilds its owners
-//     from its durable slots and seals. At most n-W nodes are down at once,
-//     each crash lasts less than the readers' InDoubtWait, and a node stays
-//     up a while between crashes: beyond that a committed stripe may be
-//     unreadable for longer than a reader waits, which the protocol reports
-//     as in doubt (and repair, not simulated here, fixes).
+//     from its durable slots and seals. A crash is hung (requests vanish
+//     until the requester's timeout) or, for a FailFast share of them,
+//     fail-fast (a killed process: every request fails at once with "no
+//     responders"). At most n-W nodes are down at once and a node stays up
+//     a while between crashes. Most crashes last less than the readers'
+//     InDoubtWait; LongCrashes last seconds, so a committed stripe may be
+//     undecodable for longer than a reader waits: the reader reports it in
+//     doubt, moves on, keeps re-asking and delivers it late.
+//   - a QuorumLoss takes n-W+1 nodes down together: no write commits then
+//     (sends attempted meanwhile may fail, with ErrNotEnoughNodes or
+//     ErrTimeout), and readers must wait for the nodes, not pass committed
+//     stripes.
 //   - messages take 0.1-5 ms, plus 50-150 ms to and from slow nodes; any
 //     message may be lost and a write request may arrive twice.
-//   - clocks: producers are off by up to ±200 ms (±1 s in one seed in five,
-//     beyond F, to exercise the writer's skew correction), nodes ±20 ms,
-//     readers ±50 ms (D=500 ms >= A + skew keeps readers behind every
-//     accept window).
-//   - readers restart: the fan-out reader's failover, resuming after the
-//     last record it delivered.
+//   - clocks (clock.go): producers are off by up to ±200 ms (±1 s in one
+//     seed in five, beyond F, to exercise the writer's skew correction),
+//     nodes ±20 ms (±100 ms in some seeds) plus, in some seeds, a common
+//     offset of seconds, readers ±50 ms or seconds, and r0 may run fast on
+//     purpose (FastReader: up to 3 s, or past SkipBehind). A reader fast
+//     against the nodes by more than D-A is a misconfiguration the protocol
+//     survives through the nodes' clocks: they refuse to seal their future
+//     (CLOCK_AHEAD) and bound the far-behind skip.
+//   - readers start a second before the writes, or far behind them
+//     (ReaderBehind), or late (ReaderLate), so their first scans probe and
+//     skip empty time (probe.go); they restart: the fan-out reader's
+//     failover (deferred.go says where they resume).
 //   - conflict mode: producers share a clock, quantize it (1 ms or 100 µs)
 //     and start their stripes together, so they race for the same offsets.
+//
+// SeedConfig draws all of it; HardSeedConfig and -sim.hard run the kinds
+// that actors/core did not survive before 3fc4af0 on their own (seeds.go).
 package sim

@@ -35,6 +35,20 @@ func (l *logger) lines() []string {
 // off prints an offset like a log time: ms since the start, ns precision.
 func (l *logger) off(o uint64) string { return fmt.Sprintf("@%.6f", float64(int64(o)-epoch0)/1e6) }
 
+// offOrNone prints an offset, or "none" for 0.
+func (l *logger) offOrNone(o uint64) string {
+	if o == 0 {
+		return "none"
+	}
+	return l.off(o)
+}
+
+// at prints a true time like a log line's prefix (ms since the start).
+func (l *logger) at(t int64) string { return fmt.Sprintf("%.3f", float64(t-epoch0)/1e6) }
+
+// skew prints a clock offset in ms, signed.
+func (l *logger) skew(d int64) string { return fmt.Sprintf("%+.3fms", float64(d)/1e6) }
+
 func (l *logger) pos(p core.Position) string { return fmt.Sprintf("%s:%d", l.off(p.Offset), p.Index) }
 
 // sid prints a stripe id as p<producer>s<seq>.
@@ -42,7 +56,8 @@ func sid(id stripe.ID) string { return fmt.Sprintf("p%ds%d", int(id.Producer[0])
 
 func sprintf(format string, args ...any) string { return fmt.Sprintf(format, args...) }
 
-// nodeList prints ensemble positions compactly: "0,2,5".
+// nodeList prints ensemble positions compactly: "0,2,5" (callers add the
+// "n" of "n0,2,5" where it helps).
 func nodeList(ns []int) string {
 	b := make([]byte, 0, 2*len(ns))
 	for i, n := range ns {

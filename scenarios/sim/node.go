@@ -21,7 +21,8 @@ type node struct {
 	skew  int64 // node clock minus true time
 	slow  bool
 	up    bool
-	epoch int // bumped by every crash: stale events of older epochs do nothing
+	kind  crashKind // while down: how the node fails requests
+	epoch int       // bumped by every crash: stale events of older epochs do nothing
 
 	owners map[uint64]*core.Owner       // in memory, by range start
 	mem    map[uint64]core.SlotInfo     // slots accepted since the last restart (write-once check)
@@ -92,8 +93,8 @@ func (n *node) after(t int64, fn func()) {
 // after the shard is durable).
 func (n *node) write(p *producer, snd core.Send, b []byte) {
 	s := n.s
-	if !n.up {
-		s.log.add("n%d down: lost write %s#%d", n.id, sid(snd.ID), snd.Attempt)
+	if n.down(func() string { return sprintf("write %s#%d from p%d", sid(snd.ID), snd.Attempt, p.id) },
+		func() { p.reply(snd, n.id, core.StatusNoReply, 0) }) {
 		return
 	}
 	sh, err := stripe.Parse(b)
@@ -150,8 +151,7 @@ func (n *node) replyWrite(p *producer, snd core.Send, st core.Status) {
 // and every earlier write to be durable, then returns the durable slots.
 func (n *node) scan(r *reader, f *flight) {
 	s := n.s
-	if !n.up {
-		s.log.add("n%d down: lost scan r%d", n.id, r.id)
+	if n.down(func() string { return sprintf("scan from r%d", r.id) }, func() { r.answer(f, core.NodeResult{Node: n.id}) }) {
 		return
 	}
 	sc := f.sc
@@ -167,8 +167,15 @@ func (n *node) scan(r *reader, f *flight) {
 		n.durable(func() { n.seals[lo] = max(n.seals[lo], seal) })
 	}
 	n.after(max(n.synced, s.now), func() {
-		res := core.NodeResult{Node: n.id, Heard: true, Entries: n.entries(lo, sc.From, sc.To)}
-		s.log.add("n%d scan r%d [%s,%s) -> %d slots", n.id, r.id, s.log.off(sc.From), s.log.off(sc.To), len(res.Entries))
+		res := core.NodeResult{Node: n.id, Heard: true, Entries: n.entries(lo, sc.From, sc.To), Clock: n.clock()}
+		probe := ""
+		if sc.Probe {
+			if !s.cfg.inject.probeBlind {
+				res.After = n.firstAfter(sc.To)
+			}
+			probe = " after=" + s.log.offOrNone(res.After)
+		}
+		s.log.add("n%d scan r%d [%s,%s) -> %d slots%s", n.id, r.id, s.log.off(sc.From), s.log.off(sc.To), len(res.Entries), probe)
 		n.replyScan(r, f, res)
 	})
 }
@@ -188,23 +195,6 @@ func (n *node) entries(lo, from, to uint64) []core.Entry {
 func (n *node) replyScan(r *reader, f *flight, res core.NodeResult) {
 	n.s.send(n.slow, func() string { return sprintf("n%d->r%d scan reply", n.id, r.id) },
 		func() { r.answer(f, res) })
-}
-
-// crash loses memory and the durability queue; restart brings the node
-// back with what is on disk.
-func (n *node) crash() {
-	n.up = false
-	n.epoch++
-	n.owners = map[uint64]*core.Owner{}
-	n.mem = map[uint64]core.SlotInfo{}
-	n.synced = n.s.now
-	n.s.res.Crashes++
-	n.s.log.add("n%d CRASH", n.id)
-}
-
-func (n *node) restart() {
-	n.up = true
-	n.s.log.add("n%d restart", n.id)
 }
 
 func cmpU64(a, b uint64) int {

@@ -71,6 +71,7 @@ func (p *producer) startStripe() {
 		s.truth.byValue[v] = id
 	}
 	s.truth.values[id] = values
+	s.truth.started[id] = s.now
 	s.res.Stripes++
 	payload, err := stripe.AppendBatch(nil, recs)
 	if err != nil {
@@ -148,9 +149,11 @@ func (p *producer) handle(effects []any) {
 			p.send(e)
 		case core.Ack:
 			s.truth.acked[e.ID] = e.Offset
+			s.truth.ended[e.ID] = s.now
 			s.log.add("p%d ACK %s %s", p.id, sid(e.ID), s.log.off(e.Offset))
 		case core.Fail:
 			s.truth.failed[e.ID] = e.Err
+			s.truth.ended[e.ID] = s.now
 			s.log.add("p%d FAIL %s: %v", p.id, sid(e.ID), e.Err)
 		case core.Done:
 			delete(p.shards, e.ID)

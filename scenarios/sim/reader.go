@@ -24,8 +24,9 @@ type reader struct {
 	wake  int     // token of the one pending wake-up; older ones do nothing
 	done  bool
 
-	got     []delivered // everything delivered, over all incarnations
-	view    []delivered // what a subscriber keeps (filled by the checks)
+	got     []delivered     // everything delivered, over all incarnations
+	resumes []core.Position // where each incarnation started
+	view    []delivered     // what a subscriber keeps (filled by the checks)
 	inDoubt []core.InDoubtReport
 }
 
@@ -40,14 +41,15 @@ type delivered struct {
 	value string
 	id    stripe.ID
 	pos   core.Position
-	inc   int // reader incarnation that delivered it
+	inc   int  // reader incarnation that delivered it
+	late  bool // from a deferred in-doubt offset, below records already delivered
 }
 
 func newReader(s *sim, id int, skew int64) *reader {
 	cfg := core.DefaultReaderConfig(s.params)
-	// Start a second before the run: producers' skewed clocks write below epoch0.
-	from := core.Position{Offset: uint64(epoch0 - int64(time.Second))}
-	return &reader{s: s, id: id, skew: skew, start: from, r: core.NewReader(cfg, from)}
+	// Start before the run: producers' skewed clocks write below epoch0.
+	from := core.Position{Offset: s.readerStart()}
+	return &reader{s: s, id: id, skew: skew, start: from, r: core.NewReader(cfg, from), resumes: []core.Position{from}}
 }
 
 // wakeAt schedules the next step at t, replacing any pending one.
@@ -61,22 +63,22 @@ func (r *reader) wakeAt(t int64) {
 	})
 }
 
-// restart drops the core reader, its dedupe memory and the scan in flight,
-// and resumes a fresh one right after the last delivered record, after a
-// pause (another node taking over the lease).
+// restart drops the core reader, its dedupe memory, its deferred in-doubt
+// offsets and the scan in flight, and resumes a fresh one where a consumer
+// would have committed (resumeFrom), after a pause (another node taking
+// over the lease).
 func (r *reader) restart() {
 	if r.done {
 		return
 	}
-	from := r.start
-	if n := len(r.got); n > 0 {
-		last := r.got[n-1].pos
-		from = core.Position{Offset: last.Offset, Index: last.Index + 1}
-	}
+	from := r.resumeFrom()
+	deferred, low := r.r.Deferred(), r.r.LowWater()
 	r.inc++
+	r.resumes = append(r.resumes, from)
 	r.cur = nil
 	r.r = core.NewReader(core.DefaultReaderConfig(r.s.params), from)
-	r.s.log.add("r%d RESTART #%d from %s", r.id, r.inc, r.s.log.pos(from))
+	r.s.log.add("r%d RESTART #%d from %s (low water %s, %d in-doubt offsets deferred)", r.id, r.inc, r.s.log.pos(from),
+		r.s.log.pos(low), deferred)
 	r.wakeAt(r.s.now + r.s.rnd.Int64N(300*int64(time.Millisecond)))
 }
 
@@ -88,7 +90,7 @@ func (r *reader) step() {
 	if r.done || r.cur != nil {
 		return
 	}
-	if s.prodsLeft == 0 && r.r.Pos().Offset > s.end {
+	if s.prodsLeft == 0 && r.r.Pos().Offset > s.end && r.r.Deferred() == 0 {
 		r.done = true
 		s.readersLeft--
 		s.log.add("r%d done at %s", r.id, s.log.pos(r.r.Pos()))
@@ -106,7 +108,11 @@ func (r *reader) step() {
 		kind = "rescan"
 		s.res.Rescans++
 	}
-	s.log.add("r%d %s [%s,%s) nodes=%s", r.id, kind, s.log.off(sc.From), s.log.off(sc.To), nodeList(sc.Nodes))
+	probe := ""
+	if sc.Probe {
+		probe = " probe<=" + s.log.off(sc.ProbeLimit)
+	}
+	s.log.add("r%d %s [%s,%s) nodes=%s%s", r.id, kind, s.log.off(sc.From), s.log.off(sc.To), nodeList(sc.Nodes), probe)
 	for _, i := range sc.Nodes {
 		n := s.nodes[i]
 		s.send(n.slow, func() string { return sprintf("r%d->n%d scan", r.id, i) }, func() { n.scan(r, f) })
@@ -137,6 +143,7 @@ func (r *reader) finish(f *flight) {
 	}
 	out := r.r.Apply(r.clock(), f.sc, f.results)
 	r.record(out)
+	r.noteProbe(f.sc, out)
 	heard := 0
 	for _, res := range f.results {
 		if res.Heard {
@@ -159,7 +166,11 @@ func (r *reader) finish(f *flight) {
 func (r *reader) record(out core.Output) {
 	s := r.s
 	for _, d := range out.Deliveries {
-		r.got = append(r.got, delivered{value: string(d.Record.Value), id: d.Stripe, pos: d.Pos, inc: r.inc})
+		r.got = append(r.got, delivered{value: string(d.Record.Value), id: d.Stripe, pos: d.Pos, inc: r.inc, late: d.Late})
+		if d.Late {
+			s.res.Late++
+			s.log.add("r%d LATE %s %s (a deferred in-doubt offset resolved)", r.id, sid(d.Stripe), s.log.pos(d.Pos))
+		}
 	}
 	for _, d := range out.InDoubt {
 		r.inDoubt = append(r.inDoubt, d)

@@ -34,6 +34,8 @@ type sim struct {
 	readers []*reader
 	truth   *truth
 
+	lossWindows []window // quorum-loss windows (outage.go)
+
 	prodsLeft   int    // producers with stripes still in flight
 	readersLeft int    // readers not yet past the end
 	end         uint64 // once prodsLeft == 0: one past the highest offset any attempt used
@@ -68,8 +70,9 @@ func newSim(cfg Config) *sim {
 // schedule builds the world and queues its first events.
 func (s *sim) schedule() {
 	slow := s.rnd.Perm(s.cfg.Nodes)[:min(s.cfg.SlowNodes, s.cfg.Nodes)]
+	common := s.skew(s.cfg.NodeOffset) // no draw when off: older configs replay as before
 	for i := range s.cfg.Nodes {
-		s.nodes = append(s.nodes, newNode(s, i, s.skew(s.cfg.NodeSkew), contains(slow, i)))
+		s.nodes = append(s.nodes, newNode(s, i, common+s.skew(s.cfg.NodeSkew), contains(slow, i)))
 	}
 	s.log.add("start %s", s.cfg)
 	shared := s.skew(s.cfg.ProducerSkew) / 4 // conflict mode: one modest skew for all
@@ -81,14 +84,19 @@ func (s *sim) schedule() {
 		s.prods = append(s.prods, newProducer(s, i, skew))
 	}
 	for i := range s.cfg.Readers {
-		s.readers = append(s.readers, newReader(s, i, s.skew(s.cfg.ReaderSkew)))
+		skew := s.skew(s.cfg.ReaderSkew)
+		if i == 0 {
+			skew += int64(s.cfg.FastReader)
+		}
+		s.readers = append(s.readers, newReader(s, i, skew))
 	}
+	s.logClocks(common)
 	s.prodsLeft, s.readersLeft = len(s.prods), len(s.readers)
 	for _, p := range s.prods {
 		p.schedule()
 	}
 	for _, r := range s.readers {
-		r.wakeAt(s.now)
+		r.wakeAt(s.now + int64(s.cfg.ReaderLate))
 	}
 	s.scheduleCrashes()
 	s.scheduleReaderRestarts()
@@ -121,7 +129,8 @@ func (s *sim) stuck() {
 	}
 	for _, r := range s.readers {
 		if !r.done {
-			s.violate("reader r%d stuck at %s (frontier %s, end %s)", r.id, s.log.pos(r.r.Pos()), s.log.off(r.r.Frontier()), s.log.off(s.end))
+			s.violate("reader r%d stuck at %s (frontier %s, end %s, %d in-doubt offsets deferred, low water %s)", r.id,
+				s.log.pos(r.r.Pos()), s.log.off(r.r.Frontier()), s.log.off(s.end), r.r.Deferred(), s.log.pos(r.r.LowWater()))
 		}
 	}
 }
@@ -176,12 +185,15 @@ type truth struct {
 	acked     map[stripe.ID]uint64
 	failed    map[stripe.ID]error
 	offsets   map[stripe.ID][]uint64 // every offset an attempt used
+	started   map[stripe.ID]int64    // true time of the first attempt
+	ended     map[stripe.ID]int64    // true time of the Ack or Fail
 	maxOffset uint64
 }
 
 func newTruth() *truth {
 	return &truth{values: map[stripe.ID][]string{}, byValue: map[string]stripe.ID{}, acked: map[stripe.ID]uint64{},
-		failed: map[stripe.ID]error{}, offsets: map[stripe.ID][]uint64{}}
+		failed: map[stripe.ID]error{}, offsets: map[stripe.ID][]uint64{},
+		started: map[stripe.ID]int64{}, ended: map[stripe.ID]int64{}}
 }
 
 func contains(xs []int, x int) bool {

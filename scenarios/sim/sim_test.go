@@ -11,7 +11,23 @@ var (
 	flagSeeds = flag.Int("sim.seeds", 0, "TestSimSeeds: run this many seeds (default 300, 40 with -short)")
 	flagFrom  = flag.Uint64("sim.from", 1, "TestSimSeeds: first seed of the run")
 	flagSeed  = flag.Uint64("sim.seed", 0, "TestSimSeeds: replay this one seed and print its whole op log")
+	flagHard  = flag.String("sim.hard", "", "TestSimSeeds: also draw these hard fault kinds, which actors/core "+
+		"does not survive yet: long, quorum, fast or all (comma-separated; see Hard)")
 )
+
+// seedConfig is the config TestSimSeeds runs for a seed: SeedConfig, or
+// HardSeedConfig with -sim.hard.
+func seedConfig(t *testing.T, seed uint64) Config {
+	t.Helper()
+	h, err := ParseHard(*flagHard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h == 0 {
+		return SeedConfig(seed)
+	}
+	return HardSeedConfig(seed, h)
+}
 
 const (
 	defaultSeeds = 300
@@ -24,7 +40,7 @@ const (
 // log and the command that replays it.
 func TestSimSeeds(t *testing.T) {
 	if *flagSeed != 0 {
-		res := Run(SeedConfig(*flagSeed))
+		res := Run(seedConfig(t, *flagSeed))
 		t.Log("\n" + strings.Join(res.Log, "\n"))
 		t.Logf("seed %d: %s", *flagSeed, res.Summary())
 		if res.Broken() {
@@ -43,7 +59,7 @@ func TestSimSeeds(t *testing.T) {
 	var total tally
 	failing := 0
 	for seed := *flagFrom; seed < *flagFrom+uint64(n); seed++ {
-		res := Run(SeedConfig(seed))
+		res := Run(seedConfig(t, seed))
 		total.add(&res)
 		if res.Broken() {
 			failing++
@@ -60,15 +76,24 @@ func TestSimSeeds(t *testing.T) {
 func reportFailure(t *testing.T, seed uint64, res *Result) {
 	t.Helper()
 	tail := res.Log[max(len(res.Log)-tailLines, 0):]
-	t.Errorf("seed %d FAILED (%s)\nconfig: %s\nviolations:\n  %s\nlast %d of %d log lines:\n%s\nreplay: go test ./scenarios/sim -run TestSimSeeds -sim.seed=%d -v",
+	t.Errorf("seed %d FAILED (%s)\nconfig: %s\nviolations:\n  %s\nlast %d of %d log lines:\n%s\nreplay: go test ./scenarios/sim -run TestSimSeeds -sim.seed=%d%s -v",
 		seed, res.Summary(), res.Config, strings.Join(res.Violations, "\n  "),
-		len(tail), len(res.Log), strings.Join(tail, "\n"), seed)
+		len(tail), len(res.Log), strings.Join(tail, "\n"), seed, hardFlag())
+}
+
+// hardFlag repeats -sim.hard for the replay command.
+func hardFlag() string {
+	if *flagHard == "" {
+		return ""
+	}
+	return " -sim.hard=" + *flagHard
 }
 
 // tally sums results over seeds, to show the faults were exercised.
 type tally struct {
 	seeds, conflictSeeds, stripes, acked, failed, voids, inDoubt, dups                                      int
 	stalls, rescans, sealed, ahead, conflicts, retries, rewrites, crashes, drops, moved, redelivered, lines int
+	refused, long, quorumLoss, excused, probes, skips, late, ackedInDoubt                                   int
 }
 
 func (a *tally) add(r *Result) {
@@ -94,19 +119,30 @@ func (a *tally) add(r *Result) {
 	a.moved += r.Moved
 	a.redelivered += r.Redelivered
 	a.lines += len(r.Log)
+	a.refused += r.Refused
+	a.long += r.LongCrashes
+	a.quorumLoss += r.QuorumLosses
+	a.excused += r.Excused
+	a.probes += r.Probes
+	a.skips += r.Skips
+	a.late += r.Late
+	a.ackedInDoubt += r.AckedInDoubt
 }
 
 func (a tally) String() string {
 	return sprintf("conflict-mode seeds=%d stripes=%d acked=%d failed=%d voids=%d in-doubt=%d dups=%d stalls=%d "+
-		"rescans=%d sealed=%d ahead=%d conflicts=%d retries=%d rewrites=%d crashes=%d drops=%d moved=%d redelivered=%d log-lines=%d",
+		"rescans=%d sealed=%d ahead=%d conflicts=%d retries=%d rewrites=%d crashes=%d drops=%d moved=%d redelivered=%d log-lines=%d "+
+		"refused=%d long-crashes=%d quorum-losses=%d excused=%d probes=%d skips=%d late=%d acked-in-doubt=%d",
 		a.conflictSeeds, a.stripes, a.acked, a.failed, a.voids, a.inDoubt, a.dups, a.stalls,
-		a.rescans, a.sealed, a.ahead, a.conflicts, a.retries, a.rewrites, a.crashes, a.drops, a.moved, a.redelivered, a.lines)
+		a.rescans, a.sealed, a.ahead, a.conflicts, a.retries, a.rewrites, a.crashes, a.drops, a.moved, a.redelivered, a.lines,
+		a.refused, a.long, a.quorumLoss, a.excused, a.probes, a.skips, a.late, a.ackedInDoubt)
 }
 
 // TestSimDeterministic: a seed replays to the same op log, line for line
-// (crashes, conflicts, reader restarts and skewed clocks included).
+// (crashes of both kinds, long ones and a quorum loss, conflicts, reader
+// restarts, clocks off by seconds and probing readers included).
 func TestSimDeterministic(t *testing.T) {
-	for _, cfg := range []Config{SeedConfig(7), SeedConfig(2804), conflictConfig(11), raceCrashConfig(3)} {
+	for _, cfg := range []Config{SeedConfig(7), SeedConfig(2804), conflictConfig(11), raceCrashConfig(3), everyFaultConfig(5)} {
 		a, b := Run(cfg), Run(cfg)
 		if len(a.Log) != len(b.Log) {
 			t.Fatalf("seed %d: %d then %d log lines", cfg.Seed, len(a.Log), len(b.Log))
@@ -163,6 +199,7 @@ func TestSimCatchesBugs(t *testing.T) {
 		{name: "silent node taken for empty", bug: bugs{unheardAsEmpty: true}, config: SeedConfig},
 		{name: "no accept window, no seal", bug: bugs{openWindow: true}, config: SeedConfig},
 		{name: "owner forgets its slots on restart", bug: bugs{amnesia: true}, config: raceCrashConfig},
+		{name: "probes answer nothing after", bug: bugs{probeBlind: true}, config: lateReaderConfig},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -177,6 +214,22 @@ func TestSimCatchesBugs(t *testing.T) {
 			t.Fatal("200 seeds and the bug went unnoticed")
 		})
 	}
+}
+
+// everyFaultConfig turns on every newer fault kind at once.
+func everyFaultConfig(seed uint64) Config {
+	c := DefaultConfig(seed)
+	c.FailFast, c.LongCrashes, c.MaxLongCrash, c.QuorumLoss = 0.5, 1, 3*time.Second, 2*time.Second
+	c.NodeOffset, c.FastReader, c.ReaderBehind, c.ReaderLate = 2*time.Second, time.Second, 30*time.Second, 11*time.Second
+	return c
+}
+
+// lateReaderConfig: readers start after the data, far behind, so that
+// they probe and skip.
+func lateReaderConfig(seed uint64) Config {
+	c := DefaultConfig(seed)
+	c.ReaderLate, c.ReaderBehind = 12*time.Second, 30*time.Second
+	return c
 }
 
 // raceCrashConfig: producers racing for offsets while slow nodes crash
