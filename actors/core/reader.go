@@ -50,6 +50,18 @@ type ReaderConfig struct {
 	// DeferredRescan is the first interval between re-asks of a deferred
 	// offset's unheard nodes; it doubles up to MaxDeferredRescan.
 	DeferredRescan, MaxDeferredRescan int64
+	// Bugs re-creates fixed bugs on purpose, for the simulation's check
+	// that it would catch them (scenarios/sim TestSimCatchesBugs). Never
+	// set outside that test.
+	Bugs ReaderBugs
+}
+
+// ReaderBugs are read-path bugs the reader once had, each behind a switch.
+type ReaderBugs struct {
+	ForgetInDoubt     bool // report an in-doubt offset and forget it instead of deferring it
+	PassQuorumLoss    bool // use scans with up to W-1 nodes unheard (more than n-k)
+	SkipByReaderClock bool // bound the far-behind skip by the reader's clock only
+	RescansFirst      bool // serve due rescans before every main scan
 }
 
 // DefaultReaderConfig derives reader rules from topic parameters. The
@@ -196,7 +208,7 @@ func (r *Reader) Frontier() uint64 { return r.frontier }
 // first always would stop the reader (the rescan livelock).
 func (r *Reader) Next(now int64) (Scan, bool) {
 	main, ok := r.mainScan(now)
-	if !r.lastRescan || !ok {
+	if !r.lastRescan || !ok || r.cfg.Bugs.RescansFirst {
 		if sc, due := r.rescan(now); due {
 			r.lastRescan = true
 			return sc, true
@@ -243,6 +255,12 @@ func (r *Reader) skip(sc Scan, results []NodeResult) {
 	accept := uint64(r.cfg.Params.AcceptWindow)
 	for _, res := range results {
 		if !res.Heard {
+			continue
+		}
+		if r.cfg.Bugs.SkipByReaderClock {
+			if res.After != 0 {
+				target = min(target, res.After)
+			}
 			continue
 		}
 		if res.Clock <= 0 || uint64(res.Clock) < accept+r.cfg.SkipBehind {
@@ -337,7 +355,7 @@ func (r *Reader) Apply(now int64, sc Scan, results []NodeResult) Output {
 		// committed one there would be in doubt: wait for the nodes rather
 		// than pass them (finding: three of six down skipped everything).
 		p := r.cfg.Params
-		if unheard := p.N - heard; unheard >= p.W || unheard > p.N-p.K {
+		if unheard := p.N - heard; unheard >= p.W || (unheard > p.N-p.K && !r.cfg.Bugs.PassQuorumLoss) {
 			out.Stalled = fmt.Sprintf("scan [%d,%d): only %d of %d nodes answered; with %d unheard a committed stripe could be hidden or undecodable",
 				sc.From, sc.To, heard, p.N, unheard)
 			return out

@@ -118,7 +118,11 @@ func (r *Reader) resolve(now int64, rw *row, out *Output) bool {
 			doubt = append(doubt, g.ref.ID)
 		}
 	}
-	if len(doubt) > 0 {
+	if len(doubt) > 0 && r.cfg.Bugs.ForgetInDoubt {
+		for _, id := range doubt {
+			out.InDoubt = append(out.InDoubt, InDoubtReport{Offset: rw.offset, Stripe: id, Unheard: rw.unheard()})
+		}
+	} else if len(doubt) > 0 {
 		r.deferRow(now, rw, doubt, out)
 	}
 	return true

@@ -3,6 +3,8 @@ package sim
 import (
 	"fmt"
 	"time"
+
+	"github.com/raidq/raidq/actors/core"
 )
 
 // Config is one simulated scenario. The zero value of every fault knob
@@ -77,13 +79,17 @@ type Config struct {
 }
 
 // bugs are deliberate mistakes the tests inject into the simulated actors
-// (never into the cores) to show that the checks catch them.
+// and, through core.ReaderBugs, into the reader core, to show that the
+// checks catch them.
 type bugs struct {
 	ackEarly       bool // nodes answer OK before the write is durable
 	unheardAsEmpty bool // readers take a node that did not answer for an empty one
 	openWindow     bool // owners accept any old offset, and scans do not seal
 	amnesia        bool // owners rebuilt after a crash forget their durable slots
 	probeBlind     bool // nodes answer every probe with "nothing after" (After 0)
+	// reader re-creates fixed read-path bugs inside core.Reader itself
+	// (the findings 1, 2, 3 and 6), to show the checks catch them.
+	reader core.ReaderBugs
 }
 
 // DefaultConfig is a small healthy cluster with every fault at its bound.

@@ -45,8 +45,16 @@ type delivered struct {
 	late  bool // from a deferred in-doubt offset, below records already delivered
 }
 
-func newReader(s *sim, id int, skew int64) *reader {
+// readerConfig is every simulated reader's core config (with the core
+// bugs a test re-injects).
+func (s *sim) readerConfig() core.ReaderConfig {
 	cfg := core.DefaultReaderConfig(s.params)
+	cfg.Bugs = s.cfg.inject.reader
+	return cfg
+}
+
+func newReader(s *sim, id int, skew int64) *reader {
+	cfg := s.readerConfig()
 	// Start before the run: producers' skewed clocks write below epoch0.
 	from := core.Position{Offset: s.readerStart()}
 	return &reader{s: s, id: id, skew: skew, start: from, r: core.NewReader(cfg, from), resumes: []core.Position{from}}
@@ -76,7 +84,7 @@ func (r *reader) restart() {
 	r.inc++
 	r.resumes = append(r.resumes, from)
 	r.cur = nil
-	r.r = core.NewReader(core.DefaultReaderConfig(r.s.params), from)
+	r.r = core.NewReader(r.s.readerConfig(), from)
 	r.s.log.add("r%d RESTART #%d from %s (low water %s, %d in-doubt offsets deferred)", r.id, r.inc, r.s.log.pos(from),
 		r.s.log.pos(low), deferred)
 	r.wakeAt(r.s.now + r.s.rnd.Int64N(300*int64(time.Millisecond)))

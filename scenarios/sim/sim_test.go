@@ -2,6 +2,7 @@ package sim
 
 import (
 	"flag"
+	"github.com/raidq/raidq/actors/core"
 	"strings"
 	"testing"
 	"time"
@@ -200,6 +201,17 @@ func TestSimCatchesBugs(t *testing.T) {
 		{name: "no accept window, no seal", bug: bugs{openWindow: true}, config: SeedConfig},
 		{name: "owner forgets its slots on restart", bug: bugs{amnesia: true}, config: raceCrashConfig},
 		{name: "probes answer nothing after", bug: bugs{probeBlind: true}, config: lateReaderConfig},
+		// The read-path findings, re-created inside core.Reader.
+		{name: "finding 1: in-doubt offsets forgotten", bug: bugs{reader: core.ReaderBugs{ForgetInDoubt: true}},
+			config: hard(HardLongOutage)},
+		// Deferral alone delivers what a reader passing three of six down
+		// finds in doubt (late): the finding as it was also forgot them.
+		// ForgetInDoubt alone breaks none of these 200 seeds (the reader
+		// waits out the quorum loss), so this catches PassQuorumLoss.
+		{name: "finding 2: readers pass three of six down (and forget)",
+			bug: bugs{reader: core.ReaderBugs{PassQuorumLoss: true, ForgetInDoubt: true}}, config: hard(HardQuorumLoss)},
+		{name: "finding 3: skip by the reader's clock", bug: bugs{reader: core.ReaderBugs{SkipByReaderClock: true}},
+			config: hard(HardFastReader)},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -214,6 +226,11 @@ func TestSimCatchesBugs(t *testing.T) {
 			t.Fatal("200 seeds and the bug went unnoticed")
 		})
 	}
+}
+
+// hard is HardSeedConfig with the kinds h.
+func hard(h Hard) func(uint64) Config {
+	return func(seed uint64) Config { return HardSeedConfig(seed, h) }
 }
 
 // everyFaultConfig turns on every newer fault kind at once.
