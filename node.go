@@ -355,6 +355,9 @@ func StartNodeContext(ctx context.Context, o NodeOptions) (n *Node, err error) {
 		return nil, err
 	}
 
+	if err := n.settleBirth(ctx); err != nil {
+		return nil, err
+	}
 	if o.Replace != "" {
 		if err := n.replace(ctx); err != nil {
 			return nil, err
@@ -545,6 +548,35 @@ func (n *Node) waitJetStreamCurrent(ctx context.Context) error {
 			return ctx.Err()
 		case <-t.C:
 		}
+	}
+	return nil
+}
+
+// settleBirth gives a new incarnation (a new or wiped data directory) its
+// birth from cluster time (actors.SettleBirth): the peers' clocks, and the
+// last heartbeat of this node's member record (its old incarnation's clock)
+// and of the node it replaces, one heartbeat period on.
+func (n *Node) settleBirth(ctx context.Context) error {
+	o := n.opts
+	if !n.store.Incarnation().Provisional {
+		return nil
+	}
+	var clocks []int64
+	mctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	members, err := n.meta.Members(mctx)
+	cancel()
+	if err != nil {
+		n.log.Warn("member records not read; the new incarnation's birth comes from the peers' clocks", "err", err)
+	}
+	for _, m := range members {
+		if m.ID == o.ID || (o.Replace != "" && m.ID == o.Replace) {
+			clocks = append(clocks, m.Heartbeat+o.Heartbeat.Nanoseconds())
+		}
+	}
+	_, err = actors.SettleBirth(ctx, actors.BirthConfig{ID: o.ID, Cluster: o.Cluster, Store: n.store, Conn: n.nc,
+		Catalog: n.catalog, Now: o.Now, Clocks: clocks, Logger: o.Logger})
+	if err != nil {
+		return fmt.Errorf("node %s: %w", o.ID, err)
 	}
 	return nil
 }

@@ -34,7 +34,10 @@ type Topic struct {
 }
 
 // BirthFor returns the incarnation birth that matters for this topic: a
-// node born before the topic was created has seen all of it (0).
+// node born before the topic was created has seen all of it (0). That holds
+// because a new incarnation on a cluster with topics is born after every
+// topic's creation (SettleBirth): a wiped node is never "born before" a
+// topic it did not see whole, however far behind its clock is.
 func (t *Topic) BirthFor(birth uint64) uint64 {
 	if birth <= t.Created {
 		return 0

@@ -125,6 +125,12 @@ func StartNode(cfg NodeConfig) (*Node, error) {
 	if err != nil {
 		return nil, err
 	}
+	// A new incarnation takes its birth from cluster time before the node
+	// answers anything (birth.go); the caller may have settled it already.
+	if _, err := SettleBirth(context.Background(), BirthConfig{ID: cfg.ID, Cluster: cfg.Cluster, Store: cfg.Store,
+		Conn: cfg.Conn, Catalog: cfg.Catalog, Now: cfg.Now, Logger: cfg.Logger}); err != nil {
+		return nil, fmt.Errorf("node %s: %w", cfg.ID, err)
+	}
 	n := &Node{cfg: cfg, subjects: subj, scans: make(chan struct{}, cfg.ScanWorkers), started: time.Now()}
 	n.maint = newMaintenance(n)
 	n.cfg.Logger = cfg.Logger.With("node", cfg.ID)

@@ -40,6 +40,7 @@ type repairNode struct {
 	id    string
 	dir   string
 	cfg   RepairConfig
+	now   func() int64 // the node clock (and its store's); nil: real time
 	nc    *nats.Conn
 	store slotstore.Store
 	node  *Node
@@ -95,7 +96,11 @@ func (c *repairCluster) ids() []string {
 func (c *repairCluster) start(i int) {
 	c.t.Helper()
 	rn := c.nodes[i]
-	st, err := slotstore.Open(rn.dir, slotstore.Options{Logger: c.log, NoSync: true})
+	so := slotstore.Options{Logger: c.log, NoSync: true}
+	if rn.now != nil {
+		so.Now = func() uint64 { return uint64(rn.now()) }
+	}
+	st, err := slotstore.Open(rn.dir, so)
 	if err != nil {
 		c.t.Fatal(err)
 	}
@@ -103,7 +108,8 @@ func (c *repairCluster) start(i int) {
 	if err != nil {
 		c.t.Fatal(err)
 	}
-	n, err := StartNode(NodeConfig{ID: rn.id, Cluster: testCluster, Store: st, Conn: nc, Catalog: c.cat, Logger: c.log, Repair: rn.cfg})
+	n, err := StartNode(NodeConfig{ID: rn.id, Cluster: testCluster, Store: st, Conn: nc, Catalog: c.cat, Logger: c.log, Repair: rn.cfg,
+		Now: rn.now})
 	if err != nil {
 		c.t.Fatal(err)
 	}
@@ -443,6 +449,40 @@ func TestRepairWipedNode(t *testing.T) {
 	t.Logf("wiped node refilled (%d shards) in %v; repaired %d, holes %d", n, took, st.ShardsRepaired, st.Holes)
 	if st.Holes != 0 {
 		t.Errorf("%d holes with every peer up", st.Holes)
+	}
+}
+
+// TestWipedNodeClockBehind: a node whose clock is an hour behind is wiped
+// and restarted. Its new incarnation takes its birth from cluster time
+// (its peers' clocks), not its own clock: it answers UNKNOWN, never
+// "empty", for every slot its old incarnation held. Born on its own
+// clock, before the topic's creation, it would have answered "empty" for
+// the topic's whole history (Topic.BirthFor turned that birth into 0).
+func TestWipedNodeClockBehind(t *testing.T) {
+	c := newRepairCluster(t, fastRepair())
+	tp := c.createTopic("orders", 1)
+	c.produce(tp, 0, 300)
+	const w = 2
+	held := c.slots(w, tp)
+	if len(held[0]) == 0 {
+		t.Fatal("the node held nothing")
+	}
+	c.wipe(w)
+	c.nodes[w].cfg.Disabled = true // nothing refills it: what it answers is its birth's doing
+	c.nodes[w].now = func() int64 { return time.Now().Add(-time.Hour).UnixNano() }
+	c.start(w)
+	inc := c.nodes[w].store.Incarnation()
+	if birth := tp.BirthFor(inc.Birth); birth <= tp.Created {
+		t.Errorf("wiped node born at %d (topic created %d, its own clock an hour behind): BirthFor gives %d", inc.Birth, tp.Created, birth)
+	}
+	if c.checkNeverEmpty(w, tp, held) {
+		t.Fatal("the wiped node answered OK for every range it held")
+	}
+	// A restart on the settled directory keeps the birth.
+	c.stop(w)
+	c.start(w)
+	if again := c.nodes[w].store.Incarnation(); again != inc {
+		t.Fatalf("restart changed the incarnation: %v, was %v", again, inc)
 	}
 }
 

@@ -1,6 +1,7 @@
 package slotstore
 
 import (
+	"bytes"
 	"crypto/rand"
 	"encoding/binary"
 	"errors"
@@ -36,12 +37,20 @@ func decodeIncarnation(v []byte) (Incarnation, error) {
 // loadIncarnation reads the incarnation, or creates and syncs one if the
 // database is empty. A database with data but no incarnation is corrupt:
 // starting a new incarnation over old slots would blur "lost" and "never had".
+// A new incarnation is provisional (its birth is the local clock) until
+// settleBirth; a directory from before provisional births is settled.
 func loadIncarnation(db *leveldb.DB, dir string, now func() uint64) (Incarnation, bool, error) {
 	v, err := db.Get(metaIncarnation, nil)
 	if err == nil {
 		inc, err := decodeIncarnation(v)
 		if err != nil {
 			return inc, false, fmt.Errorf("slotstore: %s: open: %w", dir, err)
+		}
+		switch _, err := db.Get(metaBirthProvisional, nil); {
+		case err == nil:
+			inc.Provisional = true
+		case !errors.Is(err, leveldb.ErrNotFound):
+			return Incarnation{}, false, wrapDB(dir, "open: read incarnation", err)
 		}
 		return inc, false, nil
 	}
@@ -52,10 +61,52 @@ func loadIncarnation(db *leveldb.DB, dir string, now func() uint64) (Incarnation
 		return Incarnation{}, false, err
 	}
 	inc := newIncarnation(now)
-	if err := db.Put(metaIncarnation, encodeIncarnation(inc), &opt.WriteOptions{Sync: true}); err != nil {
+	inc.Provisional = true
+	var b leveldb.Batch
+	b.Put(metaIncarnation, encodeIncarnation(inc))
+	b.Put(metaBirthProvisional, nil)
+	if err := db.Write(&b, &opt.WriteOptions{Sync: true}); err != nil {
 		return Incarnation{}, false, wrapDB(dir, "open: write incarnation", err)
 	}
 	return inc, true, nil
+}
+
+// settleBirth implements Store.SettleBirth for LevelDB.
+func settleBirth(db *leveldb.DB, dir string, inc Incarnation, birth uint64) (Incarnation, error) {
+	if !inc.Provisional {
+		return inc, nil
+	}
+	empty, err := onlyMeta(db, dir)
+	if err != nil {
+		return inc, err
+	}
+	settled := inc
+	settled.Provisional = false
+	if empty {
+		settled.Birth = max(inc.Birth, birth)
+	}
+	var b leveldb.Batch
+	b.Put(metaIncarnation, encodeIncarnation(settled))
+	b.Delete(metaBirthProvisional)
+	if err := db.Write(&b, &opt.WriteOptions{Sync: true}); err != nil {
+		return inc, wrapDB(dir, "settle birth", err)
+	}
+	return settled, nil
+}
+
+// onlyMeta reports whether the database holds nothing but meta keys.
+func onlyMeta(db *leveldb.DB, dir string) (bool, error) {
+	it := db.NewIterator(nil, nil)
+	defer it.Release()
+	for it.Next() {
+		if !bytes.HasPrefix(it.Key(), metaPrefix) {
+			return false, nil
+		}
+	}
+	if err := it.Error(); err != nil {
+		return false, wrapDB(dir, "settle birth: check empty", err)
+	}
+	return true, nil
 }
 
 func requireEmpty(db *leveldb.DB, dir string) error {

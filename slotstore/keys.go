@@ -12,6 +12,7 @@ import (
 //	slot: 's' | uint16 len(topic) | topic | uint32 partition | uint64 offset
 //	seal: 'e' | uint16 len(topic) | topic | uint32 partition | uint64 rangeStart  → uint64 seal
 //	meta: "m/incarnation" → 16-byte id | uint64 birth
+//	meta: "m/birth-provisional" → empty (present until SettleBirth)
 const (
 	tagSlot = 's'
 	tagSeal = 'e'
@@ -20,7 +21,11 @@ const (
 	MaxTopicLen = 200
 )
 
-var metaIncarnation = []byte("m/incarnation")
+var (
+	metaIncarnation      = []byte("m/incarnation")
+	metaBirthProvisional = []byte("m/birth-provisional")
+	metaPrefix           = []byte("m/")
+)
 
 // ValidateTopic reports whether topic can be stored: 1..200 bytes, no NUL.
 func ValidateTopic(topic string) error {

@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"sync"
 
 	"github.com/syndtr/goleveldb/leveldb"
 	lerrors "github.com/syndtr/goleveldb/leveldb/errors"
@@ -26,6 +27,7 @@ type levelStore struct {
 	db   *leveldb.DB
 	stor *preallocStorage // nil with NoSync (then db closes its own storage)
 	opts Options
+	incM sync.Mutex // guards inc (SettleBirth)
 	inc  Incarnation
 	c    *committer
 	wo   *opt.WriteOptions
@@ -276,7 +278,26 @@ func (s *levelStore) dropRange(op string, prefix []byte, before uint64) (int, er
 	return n, nil
 }
 
-func (s *levelStore) Incarnation() Incarnation { return s.inc }
+func (s *levelStore) Incarnation() Incarnation {
+	s.incM.Lock()
+	defer s.incM.Unlock()
+	return s.inc
+}
+
+func (s *levelStore) SettleBirth(birth uint64) (Incarnation, error) {
+	if err := s.gate.enter(); err != nil {
+		return s.Incarnation(), fmt.Errorf("slotstore: settle birth: %w", err)
+	}
+	defer s.gate.leave()
+	s.incM.Lock()
+	defer s.incM.Unlock()
+	inc, err := settleBirth(s.db, s.dir, s.inc, birth)
+	if err == nil && inc != s.inc {
+		s.opts.Logger.Info("slotstore: incarnation birth settled", "dir", s.dir, "incarnation", inc, "was", s.inc)
+	}
+	s.inc = inc
+	return inc, err
+}
 
 // DiskBytes sums the sizes of the files in the data directory.
 func (s *levelStore) DiskBytes() int64 {

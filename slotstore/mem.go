@@ -200,6 +200,11 @@ func (m *MemStore) DropBefore(topic string, partition uint32, before uint64) (in
 
 func (m *MemStore) Incarnation() Incarnation { return m.inc }
 
+// SettleBirth implements Store. A MemStore's incarnation is never
+// provisional (tests and the simulation set its clock through Options.Now),
+// so this only returns it.
+func (m *MemStore) SettleBirth(uint64) (Incarnation, error) { return m.inc, nil }
+
 // DiskBytes is 0: a MemStore uses no disk.
 func (m *MemStore) DiskBytes() int64 { return 0 }
 

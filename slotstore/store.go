@@ -52,7 +52,11 @@ func (k Key) String() string {
 // "empty", for offsets before Birth until repair has filled them.
 type Incarnation struct {
 	ID    [16]byte
-	Birth uint64 // unix ns when this data dir was created
+	Birth uint64 // unix ns: when this data dir was created, on cluster time once settled
+	// Provisional: Birth is still the clock of the process that created the
+	// directory (Options.Now); the node settles it from cluster time
+	// (Store.SettleBirth) before the store takes writes.
+	Provisional bool
 }
 
 func (i Incarnation) String() string {
@@ -138,6 +142,13 @@ type Store interface {
 	ApproxBytes(topic string, partition uint32, from, to uint64) (int64, error)
 	// Incarnation returns this data directory's incarnation.
 	Incarnation() Incarnation
+	// SettleBirth ends a provisional incarnation (one Open created; see
+	// Incarnation.Provisional): its birth becomes max(Birth, birth) if the
+	// store holds nothing yet (no slot, seal, mark or hole), else it stays,
+	// and the incarnation is no longer provisional (durably, with Sync).
+	// A settled incarnation is left as it is. It returns the incarnation.
+	// Call it before the first Commit.
+	SettleBirth(birth uint64) (Incarnation, error)
 	// DiskBytes returns the bytes the store holds on disk: its files' sizes,
 	// less the zeros of preallocated journals (0 for MemStore).
 	DiskBytes() int64
