@@ -89,6 +89,9 @@ type NodeOptions struct {
 
 	// NoSync acknowledges writes before fsync (--no-fsync).
 	NoSync bool
+	// ClockBound: the node refuses writes (CLOCK_OFF) while its clock is
+	// further than this from its peers' median (0: 1s; negative: never).
+	ClockBound time.Duration
 	// ReplyDelay makes the node answer every request this late: a slow
 	// node for failure drills (hidden flag --reply-delay). Zero: none.
 	ReplyDelay time.Duration
@@ -366,7 +369,7 @@ func StartNodeContext(ctx context.Context, o NodeOptions) (n *Node, err error) {
 
 	n.node, err = actors.StartNode(actors.NodeConfig{ID: o.ID, Cluster: o.Cluster, Store: n.store, Conn: n.nc,
 		Catalog: n.catalog, Logger: o.Logger, Now: o.Now, OnFatal: n.onFatal, Metrics: o.Metrics, NoSync: o.NoSync,
-		ReplyDelay: o.ReplyDelay, Repair: o.Repair})
+		ReplyDelay: o.ReplyDelay, Repair: o.Repair, ClockBound: o.ClockBound})
 	if err != nil {
 		return nil, fmt.Errorf("node %s: %w", o.ID, err)
 	}

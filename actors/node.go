@@ -53,6 +53,11 @@ type NodeConfig struct {
 	// Repair tunes the node's repair, scrub and retention loops
 	// (actors/repair.go; zero value = defaults).
 	Repair RepairConfig
+	// ClockBound: a node whose clock is further than this from its peers'
+	// (their median) refuses writes as CLOCK_OFF until it is back within
+	// half of it (clock_watch.go; default 1s, negative: never checked).
+	// ClockCheckEvery is how often it asks them (default 5s).
+	ClockBound, ClockCheckEvery time.Duration
 }
 
 // Node is one storage node: an actor system (node → partition → slot
@@ -80,6 +85,7 @@ type Node struct {
 	metrics  *metrics.Node          // nil: no metrics
 	svc      micro.Service          // the raidq-node micro service (node_service.go)
 	maint    *maintenance           // repair, scrub and retention state (repair.go)
+	clock    clockState             // the node's clock against its peers' (clock_watch.go)
 }
 
 // NodeStats are a node's counters (read with atomic loads).
@@ -117,6 +123,12 @@ func StartNode(cfg NodeConfig) (*Node, error) {
 	}
 	if cfg.OwnerIdle <= 0 {
 		cfg.OwnerIdle = defaultOwnerIdle
+	}
+	if cfg.ClockBound == 0 {
+		cfg.ClockBound = DefaultClockBound
+	}
+	if cfg.ClockCheckEvery <= 0 {
+		cfg.ClockCheckEvery = DefaultClockCheckEvery
 	}
 	if err := bus.ValidName("node id", cfg.ID); err != nil {
 		return nil, err
@@ -364,6 +376,10 @@ func (n *Node) route(m *nats.Msg, req any) (*slotRequest, bus.Status, string) {
 		return n.mismatch(bus.StatusWrongNode, "node %s is not in the ensemble of %s/%d", n.cfg.ID, topic, part)
 	}
 	r.topic = t
+	if r.write != nil && n.clock.off.Load() {
+		return nil, bus.StatusClockOff, fmt.Sprintf("node %s clock is %s cluster time (bound %v): it takes no writes until corrected",
+			n.cfg.ID, clockOffText(n.clock.offset.Load()), n.cfg.ClockBound)
+	}
 	if r.write != nil {
 		s, err := stripe.Parse(r.write.Shard)
 		if err != nil {

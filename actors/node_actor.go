@@ -28,6 +28,7 @@ func (a *nodeActor) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
 		a.node.spawnMaintenance(ctx) // repair, scrub, retention (repair.go)
+		a.node.spawnClockWatch(ctx)  // clock_watch.go
 	case *slotRequest:
 		key := partKey{m.topic.Name, m.partition}
 		pid, ok := a.parts[key]

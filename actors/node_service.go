@@ -2,6 +2,7 @@ package actors
 
 import (
 	"encoding/json"
+	"fmt"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -30,6 +31,7 @@ const (
 	HealthSlow     = "slow reply"   // answered, later than StatusOptions.SlowAfter
 	HealthNoAnswer = "no answer"    // discovered or expected, but its status did not come back
 	HealthFailed   = "store failed" // answered, but its store failed and it must stop
+	HealthClockOff = "clock off"    // answered, but its clock is off its peers': it refuses writes
 )
 
 // NodeCounters are a node's counters since it started (NodeStats, as values).
@@ -102,6 +104,9 @@ type NodeStatus struct {
 	SlowMode time.Duration `json:"slow_mode_ns,omitempty"`
 	NoSync   bool          `json:"no_fsync"`
 	Failure  string        `json:"failure,omitempty"` // the store failure that stops the node
+	// ClockOff says why the node refuses writes: its clock is off its
+	// peers' (clock_watch.go); empty normally.
+	ClockOff string `json:"clock_off,omitempty"`
 
 	// Set by Status on the asking side.
 	Health    string        `json:"health,omitempty"`
@@ -118,6 +123,9 @@ func (n *Node) Status() NodeStatus {
 		Owners: n.owners.Load(), Counters: n.stats.Snapshot(), SlowMode: n.cfg.ReplyDelay, NoSync: n.cfg.NoSync}
 	if f := n.failure.Load(); f != nil {
 		st.Failure = *f
+	}
+	if n.clock.off.Load() {
+		st.ClockOff = fmt.Sprintf("clock %s cluster time (bound %v): writes refused", clockOffText(n.clock.offset.Load()), n.cfg.ClockBound)
 	}
 	st.Clock = n.cfg.Now() // last: as close to the reply as possible
 	return st

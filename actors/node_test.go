@@ -503,6 +503,7 @@ func TestStatusValuesAgree(t *testing.T) {
 		{core.StatusBusy, bus.StatusBusy},
 		{core.StatusUnknown, bus.StatusUnknown},
 		{core.StatusWrongNode, bus.StatusWrongNode},
+		{core.StatusClockOff, bus.StatusClockOff},
 	}
 	for _, p := range pairs {
 		if uint8(p.c) != uint8(p.b) || p.c.String() != p.b.String() {

@@ -213,6 +213,8 @@ func (q *statusQuery) request(node string) NodeStatus {
 	switch {
 	case st.Failure != "":
 		st.Health = HealthFailed
+	case st.ClockOff != "":
+		st.Health = HealthClockOff
 	case st.RTT > q.slowAfter:
 		st.Health = HealthSlow
 	default:

@@ -96,6 +96,7 @@ const (
 	StatusBusy                         // overloaded; retry later
 	StatusUnknown                      // node's incarnation is younger than the offset range asked: it cannot say empty
 	StatusWrongNode                    // this node does not hold that partition's slot (stale ensemble)
+	StatusClockOff                     // the node's clock is off cluster time: it takes no writes until corrected
 	statusEnd
 )
 
@@ -109,6 +110,7 @@ var statusNames = [...]string{
 	StatusBusy:       "BUSY",
 	StatusUnknown:    "UNKNOWN",
 	StatusWrongNode:  "WRONG_NODE",
+	StatusClockOff:   "CLOCK_OFF",
 }
 
 // Valid reports whether s is one of the named statuses.

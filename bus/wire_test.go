@@ -207,13 +207,13 @@ func TestWireRoundTripQuick(t *testing.T) {
 func TestStatusString(t *testing.T) {
 	want := map[Status]string{StatusOK: "OK", StatusConflict: "CONFLICT", StatusSealed: "SEALED",
 		StatusClockAhead: "CLOCK_AHEAD", StatusBadRequest: "BAD_REQUEST", StatusStoreError: "STORE_ERROR",
-		StatusBusy: "BUSY", StatusUnknown: "UNKNOWN", StatusWrongNode: "WRONG_NODE", 0: "Status(0)", 200: "Status(200)"}
+		StatusBusy: "BUSY", StatusUnknown: "UNKNOWN", StatusWrongNode: "WRONG_NODE", StatusClockOff: "CLOCK_OFF", 0: "Status(0)", 200: "Status(200)"}
 	for s, w := range want {
 		if s.String() != w {
 			t.Errorf("Status(%d).String() = %q, want %q", uint8(s), s.String(), w)
 		}
 	}
-	if StatusWrongNode != 9 || StatusOK != 1 {
+	if StatusWrongNode != 9 || StatusClockOff != 10 || StatusOK != 1 {
 		t.Fatal("status values are wire format: do not renumber")
 	}
 }
@@ -335,7 +335,7 @@ func TestDecodeRejectsBadFields(t *testing.T) {
 		{"write non-minimal varint", wr(0).raw(0x81, 0x00).raw('t').str("s"), "non-minimal"},
 		{"write varint overflow", wr(0).raw(0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01), "overflows"},
 		{"write reply bad status 0", hand{2, 1}.u8(0).u64(0).uv(0), "unknown status 0"},
-		{"write reply bad status 10", hand{2, 1}.u8(10).u64(0).uv(0), "unknown status 10"},
+		{"write reply bad status 11", hand{2, 1}.u8(11).u64(0).uv(0), "unknown status 11"},
 		{"write reply long detail", hand{2, 1}.u8(1).u64(0).str(strings.Repeat("d", 257)), "detail length 257 exceeds 256"},
 		{"scan ok baseline", sr(3).u64(1).u64(2).u32(0).str("t"), ""},
 		{"scan unknown flag", sr(8).u64(1).u64(2).u32(0).str("t"), "unknown flags 0x08"},

@@ -115,3 +115,27 @@ func TestLeaseWatch(t *testing.T) {
 		t.Fatal("after a failed read the TTL runs from the next read")
 	}
 }
+
+// TestClockWatch: the median of the peers' offsets decides, with
+// hysteresis; one wild peer or too few answers change nothing.
+func TestClockWatch(t *testing.T) {
+	w := ClockWatch{Bound: sec, MinPeers: 2}
+	if w.Observe([]int64{10 * sec}) {
+		t.Fatal("one answer must not decide")
+	}
+	if w.Observe([]int64{0, 1, 10 * sec, -2, 3}) {
+		t.Fatal("one wild peer moved the median")
+	}
+	if !w.Observe([]int64{-10 * sec, -10 * sec, -10*sec + 5, -10 * sec}) {
+		t.Fatal("ten seconds off: must turn off")
+	}
+	if off, med := w.Off(); !off || med > -9*sec {
+		t.Fatalf("off %v median %d", off, med)
+	}
+	if w.Observe([]int64{-sec * 3 / 4, -sec * 3 / 4, -sec * 3 / 4}) {
+		t.Fatal("within the bound but above half of it: must stay off")
+	}
+	if !w.Observe([]int64{0, 1, 2}) {
+		t.Fatal("back within half the bound: must turn on")
+	}
+}

@@ -17,6 +17,7 @@ const (
 	StatusBusy                         // the node is overloaded; try elsewhere
 	StatusUnknown                      // the node's incarnation is younger than the range
 	StatusWrongNode                    // the request reached a node outside the ensemble position
+	StatusClockOff                     // the node's clock is off cluster time; it takes no writes (clock.go)
 	// StatusNoReply is never sent by a node: the client records it when a
 	// request timed out or found no responder.
 	StatusNoReply Status = 100
@@ -25,7 +26,7 @@ const (
 var statusNames = map[Status]string{
 	StatusOK: "OK", StatusConflict: "CONFLICT", StatusSealed: "SEALED", StatusClockAhead: "CLOCK_AHEAD",
 	StatusBadRequest: "BAD_REQUEST", StatusStoreError: "STORE_ERROR", StatusBusy: "BUSY",
-	StatusUnknown: "UNKNOWN", StatusWrongNode: "WRONG_NODE", StatusNoReply: "NO_REPLY",
+	StatusUnknown: "UNKNOWN", StatusWrongNode: "WRONG_NODE", StatusClockOff: "CLOCK_OFF", StatusNoReply: "NO_REPLY",
 }
 
 func (s Status) String() string {

@@ -193,7 +193,9 @@ func (w *Writer) Reply(now int64, rnd Rand, id stripe.ID, att, node int, s Statu
 	case StatusClockAhead:
 		a.bad++
 		a.ahead, a.refused = true, true
-	case StatusNoReply:
+	case StatusNoReply, StatusClockOff:
+		// Like a dead node: a rewrite elsewhere would meet the same
+		// answer, so this is no refusal that a rewrite could mend.
 		a.bad++
 	default:
 		a.bad++
