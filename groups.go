@@ -362,7 +362,11 @@ func (g *groupState) claim(ctx context.Context, p int, e meta.PositionEntry) err
 	}
 	gen := gens.Add(1)
 	part := &groupPart{p: p, claimGen: gen, gen: gen, quit: make(chan struct{}), rev: rev, committed: committed, processed: committed}
-	if err := g.startReader(part, from); err != nil {
+	var warm time.Duration
+	if pos.Offset != 0 {
+		warm = handoverWarm // resuming another member's reading: learn its recent stripe ids first
+	}
+	if err := g.startReader(part, from, warm); err != nil {
 		return err
 	}
 	g.mu.Lock()
@@ -378,8 +382,13 @@ func (g *groupState) claim(ctx context.Context, p int, e meta.PositionEntry) err
 	return nil
 }
 
-func (g *groupState) startReader(part *groupPart, from core.Position) error {
-	r, err := g.c.c.core.NewReader(actors.ReaderConfig{Topic: g.c.topic, Partition: part.p, From: from,
+// handoverWarm is how far before a taken-over partition's position the
+// new owner scans to learn stripe ids without delivering (the reader's
+// look-ahead: a producer's retries of one stripe fall within it).
+const handoverWarm = 2 * time.Second
+
+func (g *groupState) startReader(part *groupPart, from core.Position, warm time.Duration) error {
+	r, err := g.c.c.core.NewReader(actors.ReaderConfig{Topic: g.c.topic, Partition: part.p, From: from, Warm: warm,
 		Sink: g.sink(part), OnReport: g.c.report(part.p)})
 	if err != nil {
 		return err

@@ -23,6 +23,10 @@ type ReaderConfig struct {
 	From      core.Position
 	// Core overrides the reader rules derived from the topic (zero = derived).
 	Core core.ReaderConfig
+	// Warm: scan this far before From only to learn stripe ids, so a
+	// stripe delivered there (by a previous owner) is not delivered again
+	// at a second copy after From (core.ReaderConfig.Warm).
+	Warm time.Duration
 	// ScanTimeout bounds one node's answer to one scan page (default 1s).
 	ScanTimeout time.Duration
 	// SuspectTimeout bounds the answer of a node whose last scan timed out
@@ -118,6 +122,9 @@ func (c *Client) NewReader(cfg ReaderConfig) (*Reader, error) {
 	}
 	if cfg.Core.Params.N == 0 {
 		cfg.Core = core.DefaultReaderConfig(t.Params)
+	}
+	if cfg.Warm > 0 {
+		cfg.Core.Warm = uint64(cfg.Warm)
 	}
 	if cfg.From.Offset < t.Created {
 		cfg.From = core.Position{Offset: t.Created} // nothing exists before the topic

@@ -47,6 +47,12 @@ type ReaderConfig struct {
 	// unresolved, the reader waits at the next in-doubt offset instead of
 	// passing it: an acked stripe is never given up on.
 	MaxDeferred int
+	// Warm: how far before its start position the reader scans only to
+	// learn the stripe ids there, delivering nothing (0: none). A group
+	// member taking a partition over sets it, so a stripe committed twice
+	// (a retry whose first attempt also committed) whose first copy the
+	// previous owner delivered is not delivered again at its second copy.
+	Warm uint64
 	// DeferredRescan is the first interval between re-asks of a deferred
 	// offset's unheard nodes; it doubles up to MaxDeferredRescan.
 	DeferredRescan, MaxDeferredRescan int64
@@ -190,7 +196,7 @@ type seenEntry struct {
 // NewReader starts a reader at from (delivering records at from.Offset
 // with index >= from.Index, then everything after).
 func NewReader(cfg ReaderConfig, from Position) *Reader {
-	return &Reader{cfg: cfg, start: from, pos: from, frontier: from.Offset, rows: make(map[uint64]*row),
+	return &Reader{cfg: cfg, start: from, pos: from, frontier: from.Offset - min(cfg.Warm, from.Offset), rows: make(map[uint64]*row),
 		seen: make(map[stripe.ID]uint64), later: make(map[stripe.ID]uint64), deferred: newDeferredSet()}
 }
 
@@ -381,7 +387,9 @@ func (r *Reader) merge(now int64, sc Scan, results []NodeResult, out *Output, fr
 		}
 		heard[res.Node] = true
 		for _, e := range res.Entries {
-			if e.Offset < sc.From || e.Offset >= sc.To || (e.Offset < r.pos.Offset && r.deferred.rows[e.Offset] == nil) {
+			// Entries in [start, pos) were settled already; those below
+			// start belong to the warm-up (learn ids, deliver nothing).
+			if e.Offset < sc.From || e.Offset >= sc.To || (e.Offset < r.pos.Offset && e.Offset >= r.start.Offset && r.deferred.rows[e.Offset] == nil) {
 				continue
 			}
 			rw := r.rowAt(now, e.Offset, fresh, sc)
