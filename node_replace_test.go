@@ -40,9 +40,9 @@ func TestStartNodeReplace(t *testing.T) {
 		}
 	})
 	base := t.TempDir()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	waitFor(t, 10*time.Second, "every member record", func() bool {
+	waitFor(t, 30*time.Second, "every member record", func() bool {
 		ms, err := nodes[0].Meta().Members(ctx)
 		return err == nil && len(ms) == servers
 	})
@@ -52,7 +52,7 @@ func TestStartNodeReplace(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, n := range nodes[:servers] {
-		waitFor(t, 10*time.Second, "node "+n.ID()+" to learn the topic", func() bool {
+		waitFor(t, 30*time.Second, "node "+n.ID()+" to learn the topic", func() bool {
 			_, err := n.Catalog().Topic("orders")
 			return err == nil
 		})
@@ -106,7 +106,7 @@ func TestStartNodeReplace(t *testing.T) {
 	if slices.Contains(rec.Ensembles[0], "s2") || !slices.Contains(rec.Ensembles[0], "s9") {
 		t.Fatalf("ensemble after replace: %v", rec.Ensembles[0])
 	}
-	waitFor(t, 20*time.Second, "s0's catalog to show s9", func() bool {
+	waitFor(t, 30*time.Second, "s0's catalog to show s9", func() bool {
 		tp, err := nodes[0].Catalog().Topic("orders")
 		return err == nil && slices.Contains(tp.Ensembles[0], "s9")
 	})
@@ -115,7 +115,7 @@ func TestStartNodeReplace(t *testing.T) {
 	st := nodes[servers].Stats()
 	horizon := sent.Add(p.ReadDelay + repair.Margin)
 	passes := int64(-1)
-	waitFor(t, 30*time.Second, "repair to refill the replacement", func() bool {
+	waitFor(t, 60*time.Second, "repair to refill the replacement", func() bool {
 		if passes < 0 {
 			if time.Now().After(horizon) {
 				passes = st.RepairPasses.Load()
