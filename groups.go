@@ -434,6 +434,9 @@ func (g *groupState) release(ctx context.Context, part *groupPart) {
 	g.mu.Unlock()
 	g.stopPart(part)
 	g.waitInHand(part)
+	// A fresh bound: the wait may have used up most of the round's.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*GroupInterval)
+	defer cancel()
 	g.finishRelease(ctx, part)
 }
 
