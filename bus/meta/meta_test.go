@@ -132,6 +132,15 @@ func TestPositionsFenceStaleMember(t *testing.T) {
 	if err != nil || len(beats) != 2 || beats["a"].Session != GroupTTL || beats["b"].Session != 3*time.Second {
 		t.Fatalf("beats: %+v %v", beats, err)
 	}
+	// Reads of the groups bucket go to the stream leader (bindGroups),
+	// also after another node opened it again.
+	s2, err := Open(ctx, s.js.Conn(), "t1", Options{Create: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st, err := s2.js.Stream(ctx, "KV_"+groupsBucket("t1")); err != nil || st.CachedInfo().Config.AllowDirect {
+		t.Fatalf("groups bucket allows direct gets (stale replica reads): %v", err)
+	}
 	revA1 := beats["a"].Revision
 	if err := s.GroupHeartbeat(ctx, "g", "orders", "a", now, 0); err != nil {
 		t.Fatal(err)

@@ -96,9 +96,7 @@ func (s *Store) bind(ctx context.Context) error {
 			Description: "raidq metadata: members, topics", Replicas: s.opts.Replicas, History: 1,
 			MaxValueSize: MaxRecord, Storage: jetstream.FileStorage})
 		if err == nil {
-			s.groups, err = s.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: groupsBucket(s.cluster),
-				Description: "raidq consumer groups and leases", Replicas: s.opts.Replicas, History: 1,
-				MaxValueSize: MaxRecord, Storage: jetstream.FileStorage})
+			err = s.bindGroups(ctx)
 		}
 		return err
 	}
@@ -113,6 +111,47 @@ func (s *Store) bind(ctx context.Context) error {
 		return fmt.Errorf("%w: JetStream is not enabled on this NATS system: %v", ErrNoMetadata, err)
 	}
 	return err
+}
+
+// bindGroups binds the groups bucket, creating it if it is missing, and
+// turns its direct gets off. With direct gets any replica answers a read,
+// and a lagging one (a server just restarted, or wiped and refilling its
+// JetStream store) answers with old records or none: a group member's
+// heartbeat record then looks absent, the member is taken for gone and
+// its partitions are claimed while it still reads them (a drill showed
+// it after a wipe). Without them every read goes to the stream leader.
+// Clients decide direct or not when they bind, so this is done once, by
+// the first node, and never undone: an existing bucket is bound, not
+// re-created (CreateOrUpdate would turn direct gets back on).
+func (s *Store) bindGroups(ctx context.Context) error {
+	name := groupsBucket(s.cluster)
+	kv, err := s.js.KeyValue(ctx, name)
+	if errors.Is(err, jetstream.ErrBucketNotFound) {
+		kv, err = s.js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: name,
+			Description: "raidq consumer groups and leases", Replicas: s.opts.Replicas, History: 1,
+			MaxValueSize: MaxRecord, Storage: jetstream.FileStorage})
+		if errors.Is(err, jetstream.ErrBucketExists) {
+			kv, err = s.js.KeyValue(ctx, name)
+		}
+	}
+	if err != nil {
+		return err
+	}
+	stream, err := s.js.Stream(ctx, "KV_"+name)
+	if err != nil {
+		return err
+	}
+	if cfg := stream.CachedInfo().Config; cfg.AllowDirect {
+		cfg.AllowDirect = false
+		if _, err := s.js.UpdateStream(ctx, cfg); err != nil {
+			return fmt.Errorf("groups bucket: turn direct gets off: %w", err)
+		}
+		if kv, err = s.js.KeyValue(ctx, name); err != nil {
+			return err
+		}
+	}
+	s.groups = kv
+	return nil
 }
 
 // retryable: JetStream is still starting (no meta leader yet, no quorum).
