@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime/debug"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -14,6 +13,7 @@ import (
 	"github.com/asynkron/protoactor-go/scheduler"
 	"golang.org/x/time/rate"
 
+	"github.com/raidq/raidq/actors/core"
 	"github.com/raidq/raidq/slotstore"
 	"github.com/raidq/raidq/stripe"
 )
@@ -166,7 +166,7 @@ type partRepair struct {
 	lastCut  uint64   // retention: the last cut applied by this process
 	// Ranges done this process's life (repair goroutine only): gap ranges
 	// resolved, window ranges verified.
-	gapDone, winDone intervals
+	gapDone, winDone core.Intervals
 }
 
 // target is a single offset repair must look at: a corrupt shard found by
@@ -433,59 +433,5 @@ func (a *loopActor) stop() {
 	}
 	for _, h := range a.hooks {
 		h(false)
-	}
-}
-
-// intervals is a set of disjoint, sorted half-open intervals [from, to).
-type intervals struct{ iv [][2]uint64 }
-
-// add inserts [from, to), merging with neighbours.
-func (s *intervals) add(from, to uint64) {
-	if from >= to {
-		return
-	}
-	i, _ := slices.BinarySearchFunc(s.iv, from, func(e [2]uint64, x uint64) int {
-		switch {
-		case e[1] < x:
-			return -1
-		case e[0] > x:
-			return 1
-		}
-		return 0
-	})
-	j := i
-	for j < len(s.iv) && s.iv[j][0] <= to {
-		from, to = min(from, s.iv[j][0]), max(to, s.iv[j][1])
-		j++
-	}
-	s.iv = slices.Replace(s.iv, i, j, [2]uint64{from, to})
-}
-
-// end returns the end of the interval holding x, or x if none does.
-func (s *intervals) end(x uint64) uint64 {
-	i, ok := slices.BinarySearchFunc(s.iv, x, func(e [2]uint64, x uint64) int {
-		switch {
-		case e[1] <= x:
-			return -1
-		case e[0] > x:
-			return 1
-		}
-		return 0
-	})
-	if !ok {
-		return x
-	}
-	return s.iv[i][1]
-}
-
-// pruneBelow forgets everything below x.
-func (s *intervals) pruneBelow(x uint64) {
-	k := 0
-	for k < len(s.iv) && s.iv[k][1] <= x {
-		k++
-	}
-	s.iv = s.iv[k:]
-	if len(s.iv) > 0 && s.iv[0][0] < x {
-		s.iv[0][0] = x
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -95,27 +94,24 @@ func (m *maintenance) repairPartition(ctx context.Context, t *Topic, p uint32, p
 	return nil
 }
 
-// walk goes through one span range by range: scan the peers' headers and
-// the own slots, plan, fix, and record what is done (settled; in the gap
-// also resolved) so that later passes skip it. A gap walk raises the
-// repaired mark (and records holes) over its done prefix; a window walk
-// raises the verified mark over its done prefix.
+// walk goes through one span range by range (core.RepairWalk decides
+// which ranges and what is done): scan the peers' headers and the own
+// slots, plan, fix, and save the walk's mark and holes when it says so. A
+// gap walk raises the repaired mark (and records holes) over its done
+// prefix; a window walk raises the verified mark over its done prefix.
 func (m *maintenance) walk(ctx context.Context, t *Topic, p uint32, rc core.RepairConfig, pr *partRepair, sp core.Span) error {
 	set := &pr.winDone
 	if sp.Gap {
 		set = &pr.gapDone
 	}
-	set.pruneBelow(sp.From)
-	var holes []uint64
+	w := core.NewRepairWalk(sp, set)
 	dead := make(map[string]bool) // peers that timed out in this walk: unheard for the rest of it
-	ranges := 0
-	for cur := sp.From; cur < sp.To && ctx.Err() == nil; {
+	for ctx.Err() == nil {
 		m.targetsBetweenRanges(ctx)
-		if end := set.end(cur); end > cur {
-			cur = end
-			continue
+		cur, to, ok := w.Next()
+		if !ok {
+			break
 		}
-		to := min(core.RangeStart(cur)+core.RangeNanos, sp.To)
 		peers := m.scanPeers(ctx, t, p, rc.Pos, cur, to, true, dead)
 		local, err := m.localEntries(t.Name, p, cur, to)
 		if err != nil {
@@ -124,44 +120,27 @@ func (m *maintenance) walk(ctx context.Context, t *Topic, p uint32, rc core.Repa
 		plan := core.PlanRange(rc, cur, to, local, peers, true)
 		m.account(t, p, plan)
 		fixed := m.applyFixes(ctx, t, p, rc, plan.Fixes, m.prefetch(ctx, t, p, plan.Fixes))
-		if sp.Gap {
-			holes = append(holes, plan.Holes...)
+		if ctx.Err() != nil {
+			break // cancelled: neither done nor undone
 		}
-		// Done for good: nothing left to rebuild here (settled), and in
-		// the gap also known for every offset (resolved).
-		good := fixed && ctx.Err() == nil && plan.Settled && (!sp.Gap || plan.Resolved)
-		next := to
-		if !good && ctx.Err() == nil {
+		before := w.Undone()
+		save := w.Settle(plan, fixed)
+		if w.Undone() > before {
 			m.undone.Add(1)
 		}
-		if good {
-			end := to
-			if plan.Complete && plan.Next > to { // nothing on any peer up to Next
-				if plan.Next == math.MaxUint64 {
-					end = sp.To
-				} else {
-					end = max(to, min(core.RangeStart(plan.Next), sp.To))
-				}
-			}
-			set.add(cur, end)
-			next = end
-		}
-		cur = next
-		if ranges++; ranges%marksEvery == 0 || len(holes) >= marksEvery {
-			if err := m.saveMarks(ctx, t.Name, p, pr, sp, set, holes); err != nil {
+		if save {
+			if err := m.saveMarks(ctx, t.Name, p, pr, sp, w.Mark(), w.TakeHoles()); err != nil {
 				return err
 			}
-			holes = nil
 		}
 	}
-	return m.saveMarks(ctx, t.Name, p, pr, sp, set, holes)
+	return m.saveMarks(ctx, t.Name, p, pr, sp, w.Mark(), w.TakeHoles())
 }
 
 // saveMarks makes the holes and the walk's mark durable, then shows them
 // to the slot owners (the mark rises only after every repair write below it
 // was acknowledged, i.e. is durable).
-func (m *maintenance) saveMarks(ctx context.Context, topic string, p uint32, pr *partRepair, sp core.Span, set *intervals, holes []uint64) error {
-	mark := set.end(sp.From)
+func (m *maintenance) saveMarks(ctx context.Context, topic string, p uint32, pr *partRepair, sp core.Span, mark uint64, holes []uint64) error {
 	kind := slotstore.MarkVerified
 	pr.mu.Lock()
 	old := pr.verified
