@@ -172,8 +172,17 @@ func (g *groupState) commit(ctx context.Context, part *groupPart, next core.Posi
 		part.mu.Unlock()
 		return nil
 	}
-	rev, err := g.store.CommitPosition(ctx, g.group, g.c.topic, part.p,
-		meta.GroupPosition{Offset: next.Offset, Index: next.Index, Member: g.member, Updated: time.Now().UnixNano()}, part.rev)
+	rec := meta.GroupPosition{Offset: next.Offset, Index: next.Index, Member: g.member, Updated: time.Now().UnixNano()}
+	rev, err := g.store.CommitPosition(ctx, g.group, g.c.topic, part.p, rec, part.rev)
+	if errors.Is(err, meta.ErrFenced) {
+		// A write whose answer was lost (a timeout while the KV leader
+		// moved) may have landed: the record moved on, but still names
+		// this member. Then it is not fenced: take the revision and retry.
+		if cur, crev, rerr := g.store.Position(ctx, g.group, g.c.topic, part.p); rerr == nil && cur.Member == g.member && crev != 0 {
+			part.rev = crev
+			rev, err = g.store.CommitPosition(ctx, g.group, g.c.topic, part.p, rec, part.rev)
+		}
+	}
 	if err == nil {
 		part.rev, part.committed, part.seeked = rev, next, false
 	}
