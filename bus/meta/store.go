@@ -126,7 +126,7 @@ func (s *Store) bind(ctx context.Context) error {
 func (s *Store) bindGroups(ctx context.Context) error {
 	name := groupsBucket(s.cluster)
 	kv, err := s.js.KeyValue(ctx, name)
-	if errors.Is(err, jetstream.ErrBucketNotFound) {
+	if errors.Is(err, jetstream.ErrBucketNotFound) || errors.Is(err, jetstream.ErrStreamNotFound) {
 		kv, err = s.js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: name,
 			Description: "raidq consumer groups and leases", Replicas: s.opts.Replicas, History: 1,
 			MaxValueSize: MaxRecord, Storage: jetstream.FileStorage})
@@ -160,8 +160,10 @@ func retryable(err error) bool {
 		return false
 	}
 	msg := err.Error()
+	// "stream not found": nodes starting together, one creating a bucket
+	// that another's server does not list yet.
 	for _, s := range []string{"no suitable peers", "insufficient resources", "not enough", "timeout", "temporarily unavailable",
-		"no responders", "jetstream not enabled", "JetStream system temporarily unavailable", "leader"} {
+		"no responders", "jetstream not enabled", "JetStream system temporarily unavailable", "leader", "stream not found"} {
 		if strings.Contains(strings.ToLower(msg), strings.ToLower(s)) {
 			return true
 		}
