@@ -172,17 +172,8 @@ func (g *groupState) commit(ctx context.Context, part *groupPart, next core.Posi
 		part.mu.Unlock()
 		return nil
 	}
-	rec := meta.GroupPosition{Offset: next.Offset, Index: next.Index, Member: g.member, Updated: time.Now().UnixNano()}
-	rev, err := g.store.CommitPosition(ctx, g.group, g.c.topic, part.p, rec, part.rev)
-	if errors.Is(err, meta.ErrFenced) {
-		// A write whose answer was lost (a timeout while the KV leader
-		// moved) may have landed: the record moved on, but still names
-		// this member. Then it is not fenced: take the revision and retry.
-		if cur, crev, rerr := g.store.Position(ctx, g.group, g.c.topic, part.p); rerr == nil && cur.Member == g.member && crev != 0 {
-			part.rev = crev
-			rev, err = g.store.CommitPosition(ctx, g.group, g.c.topic, part.p, rec, part.rev)
-		}
-	}
+	rev, err := g.writePosition(ctx, part,
+		meta.GroupPosition{Offset: next.Offset, Index: next.Index, Member: g.member, Updated: time.Now().UnixNano()})
 	if err == nil {
 		part.rev, part.committed, part.seeked = rev, next, false
 	}
@@ -193,6 +184,23 @@ func (g *groupState) commit(ctx context.Context, part *groupPart, next core.Posi
 			g.group, g.member, part.p, err)
 	}
 	return err
+}
+
+// writePosition compare-and-sets part's record (part.mu held). A write
+// whose answer was lost (a timeout while the KV leader moved) may have
+// landed: the record moved on but still names this member. That is not
+// fencing: take the record's revision and write again.
+func (g *groupState) writePosition(ctx context.Context, part *groupPart, rec meta.GroupPosition) (uint64, error) {
+	rev, err := g.store.CommitPosition(ctx, g.group, g.c.topic, part.p, rec, part.rev)
+	if !errors.Is(err, meta.ErrFenced) {
+		return rev, err
+	}
+	cur, crev, rerr := g.store.Position(ctx, g.group, g.c.topic, part.p)
+	if rerr != nil || cur.Member != g.member || crev == 0 {
+		return rev, err
+	}
+	part.rev = crev
+	return g.store.CommitPosition(ctx, g.group, g.c.topic, part.p, rec, part.rev)
 }
 
 // Commit records that m and everything before it in its partition are

@@ -445,15 +445,7 @@ func (g *groupState) release(ctx context.Context, part *groupPart) {
 func (g *groupState) finishRelease(ctx context.Context, part *groupPart) {
 	part.mu.Lock()
 	pos := maxPos(part.committed, g.safe(part, g.processedOf(part)))
-	rec := meta.GroupPosition{Offset: pos.Offset, Index: pos.Index, Updated: time.Now().UnixNano()}
-	rev, err := g.store.CommitPosition(ctx, g.group, g.c.topic, part.p, rec, part.rev)
-	if errors.Is(err, meta.ErrFenced) {
-		// As in commit: a lost answer to an earlier write of this member.
-		if cur, crev, rerr := g.store.Position(ctx, g.group, g.c.topic, part.p); rerr == nil && cur.Member == g.member && crev != 0 {
-			part.rev = crev
-			rev, err = g.store.CommitPosition(ctx, g.group, g.c.topic, part.p, rec, part.rev)
-		}
-	}
+	rev, err := g.writePosition(ctx, part, meta.GroupPosition{Offset: pos.Offset, Index: pos.Index, Updated: time.Now().UnixNano()})
 	if err == nil {
 		part.rev, part.committed = rev, pos
 	}

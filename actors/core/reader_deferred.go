@@ -190,26 +190,7 @@ func (r *Reader) settleRow(rw *row, out *Output) bool {
 
 // deliverLate decodes a deferred group and emits its records, at their
 // own (lower) positions, marked Late.
-func (r *Reader) deliverLate(rw *row, g *group, out *Output) {
-	payload, err := stripe.Decode(g.shards)
-	var recs []stripe.Record
-	if err == nil {
-		recs, err = stripe.DecodeBatch(payload)
-	}
-	if err != nil {
-		out.Corrupt = append(out.Corrupt, CorruptReport{Node: -1, Offset: rw.offset, Err: err})
-		return
-	}
-	r.seen[g.ref.ID] = rw.offset
-	r.seenQ = append(r.seenQ, seenEntry{off: rw.offset, id: g.ref.ID})
-	for i, rec := range recs {
-		pos := Position{Offset: rw.offset, Index: uint32(i)}
-		if pos.Less(r.start) {
-			continue
-		}
-		out.Deliveries = append(out.Deliveries, Delivery{Pos: pos, Stripe: g.ref.ID, Record: rec, Late: true})
-	}
-}
+func (r *Reader) deliverLate(rw *row, g *group, out *Output) { r.emit(rw, g, r.start, true, out) }
 
 // deliveredElsewhere settles the deferred groups of stripe id once the
 // stripe was delivered at offset off (a retry copy or a re-append).

@@ -155,9 +155,18 @@ func (r *Reader) forget(rw *row) {
 	r.order = r.order[1:]
 }
 
-// deliver decodes a group and emits its records; a group that fails to
-// decode is reported as corrupt and treated as void for this reader.
+// deliver decodes a group and emits its records from the reader's
+// position on; a group that fails to decode is reported as corrupt and
+// treated as void for this reader.
 func (r *Reader) deliver(rw *row, g *group, out *Output) {
+	if r.emit(rw, g, r.pos, false, out) {
+		r.deliveredElsewhere(g.ref.ID, rw.offset, out)
+	}
+}
+
+// emit decodes g, remembers its stripe id and appends its records at or
+// after from; false if it did not decode (reported corrupt).
+func (r *Reader) emit(rw *row, g *group, from Position, late bool, out *Output) bool {
 	payload, err := stripe.Decode(g.shards)
 	var recs []stripe.Record
 	if err == nil {
@@ -165,18 +174,18 @@ func (r *Reader) deliver(rw *row, g *group, out *Output) {
 	}
 	if err != nil {
 		out.Corrupt = append(out.Corrupt, CorruptReport{Node: -1, Offset: rw.offset, Err: err})
-		return
+		return false
 	}
 	r.seen[g.ref.ID] = rw.offset
 	r.seenQ = append(r.seenQ, seenEntry{off: rw.offset, id: g.ref.ID})
 	for i, rec := range recs {
 		pos := Position{Offset: rw.offset, Index: uint32(i)}
-		if pos.Less(r.pos) {
+		if pos.Less(from) {
 			continue // before the start position of a resumed reader
 		}
-		out.Deliveries = append(out.Deliveries, Delivery{Pos: pos, Stripe: g.ref.ID, Record: rec})
+		out.Deliveries = append(out.Deliveries, Delivery{Pos: pos, Stripe: g.ref.ID, Record: rec, Late: late})
 	}
-	r.deliveredElsewhere(g.ref.ID, rw.offset, out)
+	return true
 }
 
 // prune forgets stripe ids older than the dedupe horizon.
