@@ -127,7 +127,7 @@ func (g *groupState) pause() {
 	case <-g.resume:
 		g.resume = make(chan struct{})
 		g.c.c.logger.Warn("consumer group: no heartbeat for most of the session; delivery paused until one succeeds",
-			g.logArgs("session", g.session, "last_heartbeat", time.Since(g.lastBeat).Round(time.Millisecond))...)
+			g.logArgs("session", g.session, "pause_after", time.Duration(core.PauseAfter(int64(g.session))))...)
 	default:
 	}
 }

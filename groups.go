@@ -84,7 +84,6 @@ type groupState struct {
 	// Owned by the loop goroutine (run).
 	epoch     time.Time // the core's clock: monotonic ns since epoch
 	live      *core.Liveness
-	lastBeat  time.Time
 	trouble   string // the state last logged, so each change is logged once
 	topicGone int
 
@@ -95,8 +94,9 @@ type groupState struct {
 	quit     chan struct{}
 	done     chan struct{}
 
-	pmu    sync.Mutex
-	resume chan struct{} // closed while delivering; open while paused
+	pmu        sync.Mutex
+	resume     chan struct{} // closed while delivering; open while paused
+	pauseTimer *time.Timer   // pauses delivery PauseAfter(session) after the last heartbeat
 
 	hmu    sync.Mutex
 	inHand *handoff      // the message the application holds
@@ -171,16 +171,14 @@ func (c *Client) groupConsumer(t *actors.Topic, opts ConsumerOptions) (*Consumer
 	if err != nil && refused(err) {
 		return nil, fmt.Errorf("consumer group %q: join: %w", g.group, err)
 	}
-	if err == nil {
-		g.lastBeat = time.Now()
-	} else {
-		g.lastBeat = time.Now() // a session starts at the join either way
+	if err != nil {
 		c.logger.Warn("consumer group: first heartbeat failed; retrying", "group", g.group, "topic", t.Name,
 			"member", g.member, "err", err)
 	}
 	cons := newConsumer(c, t.Name, opts)
 	g.c = cons
 	cons.group = g
+	g.armPause(time.Now()) // a session starts at the join either way
 	go g.run()
 	return cons, nil
 }
@@ -238,19 +236,18 @@ func (g *groupState) setTrouble(state string, err error) {
 // round heartbeats, lists the members and positions, and moves partitions.
 func (g *groupState) round() {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*GroupInterval)
-	err := g.store.GroupHeartbeat(ctx, g.group, g.c.topic, g.member, time.Now(), g.session)
+	sent := time.Now()
+	err := g.store.GroupHeartbeat(ctx, g.group, g.c.topic, g.member, sent, g.session)
 	cancel()
 	beat := err == nil
 	if beat {
-		g.lastBeat = time.Now()
+		// From when it was sent: the others may have seen it from then on.
+		g.armPause(sent)
 	} else if refused(err) {
 		g.c.fail(fmt.Errorf("consumer group %s: heartbeat refused: %w", g.group, err))
 		return
 	} else {
 		g.setTrouble("heartbeat failed", err)
-	}
-	if time.Since(g.lastBeat) > time.Duration(core.PauseAfter(int64(g.session))) {
-		g.pause()
 	}
 	ctx, cancel = context.WithTimeout(context.Background(), 3*GroupInterval)
 	defer cancel()
@@ -298,23 +295,35 @@ func (g *groupState) topicStill() bool {
 // apply carries out core.PlanGroup for this round.
 func (g *groupState) apply(ctx context.Context, partitions int, owners map[int]meta.PositionEntry) {
 	v := core.GroupView{Group: g.group, Topic: g.c.topic, Partitions: partitions, Me: g.member,
-		Live: g.live.Live(g.now()), Owners: make(map[int]string), Held: make(map[int]bool)}
+		Live: g.live.Live(g.now()), Owners: make(map[int]string), Held: make(map[int]bool),
+		Revs: make(map[int]uint64), HeldRevs: make(map[int]uint64), Releasing: make(map[int]bool)}
 	for p, e := range owners {
-		v.Owners[p] = e.Pos.Member
+		v.Owners[p], v.Revs[p] = e.Pos.Member, e.Rev
 	}
 	g.mu.Lock()
 	if g.stopped {
 		g.mu.Unlock()
 		return
 	}
-	for p := range g.parts {
+	held := make([]*groupPart, 0, len(g.parts))
+	for p, part := range g.parts {
 		v.Held[p] = true
+		held = append(held, part)
 	}
 	pending := make([]*groupPart, 0, len(g.releases))
-	for _, part := range g.releases {
+	for p, part := range g.releases {
 		pending = append(pending, part)
+		v.Releasing[p] = true
 	}
 	g.mu.Unlock()
+	for _, part := range held {
+		part.mu.Lock()
+		if e, ok := owners[part.p]; ok && e.Rev > part.rev && e.Pos.Member == g.member {
+			part.rev = e.Rev // a write of this member whose answer was lost
+		}
+		v.HeldRevs[part.p] = part.rev
+		part.mu.Unlock()
+	}
 	plan := core.PlanGroup(v)
 	log := g.c.c.logger
 	for _, p := range plan.Fenced {
@@ -336,6 +345,33 @@ func (g *groupState) apply(ctx context.Context, partitions int, owners map[int]m
 			g.setTrouble("claiming a partition failed", err)
 		}
 	}
+	for _, p := range plan.Orphans {
+		e := owners[p]
+		rec := e.Pos
+		rec.Member, rec.Updated = "", time.Now().UnixNano()
+		if _, err := g.store.CommitPosition(ctx, g.group, g.c.topic, p, rec, e.Rev); err == nil {
+			log.Info("consumer group: released a record naming this member that it did not hold", g.logArgs("partition", p)...)
+		}
+	}
+}
+
+// armPause (re)arms the pause that follows a heartbeat sent at sent if
+// no later one succeeds: at core.PauseAfter(session), exactly, not at the
+// next round (a round may take several seconds while the metadata hangs).
+func (g *groupState) armPause(sent time.Time) {
+	d := time.Duration(core.PauseAfter(int64(g.session))) - time.Since(sent)
+	g.pmu.Lock()
+	defer g.pmu.Unlock()
+	select {
+	case <-g.quit:
+		return // stopped: no more pauses
+	default:
+	}
+	if g.pauseTimer == nil {
+		g.pauseTimer = time.AfterFunc(max(d, 0), g.pause)
+		return
+	}
+	g.pauseTimer.Reset(max(d, 0))
 }
 
 func (g *groupState) held(p int) *groupPart {
@@ -538,6 +574,11 @@ func (g *groupState) stop(crash bool) {
 	}
 	g.stopped = true
 	close(g.quit)
+	g.pmu.Lock()
+	if g.pauseTimer != nil {
+		g.pauseTimer.Stop()
+	}
+	g.pmu.Unlock()
 	parts := make([]*groupPart, 0, len(g.parts)+len(g.releases))
 	for _, part := range g.parts {
 		parts = append(parts, part)

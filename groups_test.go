@@ -145,7 +145,9 @@ func (m *member) messages() []raidq.Message {
 // acknowledged values.
 func produce(t *testing.T, c *raidq.Client, prefix string, n, burst int, pause time.Duration) map[string]bool {
 	t.Helper()
-	p, err := c.Producer("orders")
+	// A delivery timeout rides out a starved machine (the race detector,
+	// parallel packages): these tests are about the consumers.
+	p, err := c.Producer("orders", raidq.WithDeliveryTimeout(time.Minute))
 	if err != nil {
 		t.Error(err)
 		return nil

@@ -20,8 +20,9 @@ import (
 // entry's revision, which every heartbeat write advances) keeps changing
 // within the member's session timeout. No timestamp written by a member's
 // clock, nor the clock of the KV stream's leader, is compared with
-// anything. A listing that fails restarts every judgement: a stall of the
-// metadata KV (seconds while its Raft leader moves) makes nobody dead.
+// anything. Time during which the observer's listings fail does not count:
+// a stall of the metadata KV (seconds while its Raft leader moves) makes
+// nobody dead, and a lossy one still lets a crashed member be judged dead.
 //
 // Handover is revoke before assign: a member claims a partition only once
 // its position record names no owner (released), names itself, or names a
@@ -40,26 +41,35 @@ type MemberBeat struct {
 // Liveness is one observer's view of a group's members.
 type Liveness struct {
 	members map[string]*beatSeen
-	// reset is when the observer last failed to list the members: no
-	// member is judged dead on time that includes it.
-	reset int64
+	// lastOK is the last successful listing; failing says a listing
+	// failed since. The time from lastOK to the next success does not
+	// count toward anyone's session: the observer could not see whether
+	// revisions moved then.
+	lastOK  int64
+	failing bool
 }
 
 type beatSeen struct {
 	rev     uint64
 	session int64
 	since   int64 // observer time when rev was first seen
+	blind   int64 // time since then when the observer could not list
 }
 
 // NewLiveness starts an observer at now: every member gets a full session
 // from its first sighting.
 func NewLiveness(now int64) *Liveness {
-	return &Liveness{members: make(map[string]*beatSeen), reset: now}
+	return &Liveness{members: make(map[string]*beatSeen), lastOK: now}
 }
 
 // Observe records a successful listing at now. Members missing from it
 // have left (their record was deleted) and are forgotten.
 func (l *Liveness) Observe(now int64, beats map[string]MemberBeat) {
+	var blind int64
+	if l.failing {
+		blind = now - l.lastOK
+	}
+	l.lastOK, l.failing = now, false
 	for m := range l.members {
 		if _, ok := beats[m]; !ok {
 			delete(l.members, m)
@@ -72,11 +82,14 @@ func (l *Liveness) Observe(now int64, beats map[string]MemberBeat) {
 			continue
 		}
 		s.session = b.Session
+		s.blind += blind
 	}
 }
 
-// Failed records a listing that failed at now.
-func (l *Liveness) Failed(now int64) { l.reset = now }
+// Failed records a listing that failed at now. Sessions stop running
+// until the next success: a metadata stall judges nobody dead, and a
+// lossy metadata store only slows the judgement by the time it hid.
+func (l *Liveness) Failed(now int64) { l.failing = true }
 
 // Alive reports whether member m is alive at now in this observer's view.
 func (l *Liveness) Alive(now int64, m string) bool {
@@ -84,7 +97,11 @@ func (l *Liveness) Alive(now int64, m string) bool {
 	if s == nil {
 		return false
 	}
-	return now-max(s.since, l.reset) < s.session
+	seen := now - s.since - s.blind
+	if l.failing {
+		seen -= now - max(l.lastOK, s.since)
+	}
+	return seen < s.session
 }
 
 // Live lists the members alive at now, sorted.
@@ -135,6 +152,12 @@ type GroupView struct {
 	Owners map[int]string
 	// Held are the partitions this member reads now.
 	Held map[int]bool
+	// Revs are the listed records' revisions and HeldRevs the revision
+	// of this member's last write of each held record (nil: not known).
+	Revs, HeldRevs map[int]uint64
+	// Releasing are partitions this member gave up whose record it has
+	// not released yet (it retries).
+	Releasing map[int]bool
 }
 
 // GroupPlan is what a member must do after a rebalance.
@@ -150,6 +173,11 @@ type GroupPlan struct {
 	// Wait: partitions assigned here still held by a live member, which
 	// releases them at its next rebalance (revoke before assign).
 	Wait []int
+	// Orphans: records naming this member that it neither holds nor is
+	// releasing, assigned elsewhere: a claim or commit whose answer was
+	// lost. Release them (keeping the position), or the assignee would
+	// wait for ever.
+	Orphans []int
 }
 
 // PlanGroup decides a member's moves from its view.
@@ -165,13 +193,20 @@ func PlanGroup(v GroupView) GroupPlan {
 	var plan GroupPlan
 	for p := 0; p < v.Partitions; p++ {
 		owner := v.Owners[p]
+		// A held record rewritten by another since this member's last
+		// write (claimed and released meanwhile: it names no one now) is
+		// lost too, not only one naming another member.
+		rewritten := v.HeldRevs != nil && v.Revs[p] > v.HeldRevs[p] && owner != v.Me
 		switch {
-		case v.Held[p] && owner != "" && owner != v.Me:
+		case v.Held[p] && (owner != "" && owner != v.Me || rewritten):
 			plan.Fenced = append(plan.Fenced, p)
 		case v.Held[p] && !want[p]:
 			plan.Release = append(plan.Release, p)
 		case v.Held[p]:
 		case !want[p]:
+			if owner == v.Me && !v.Releasing[p] {
+				plan.Orphans = append(plan.Orphans, p)
+			}
 		case owner == "" || owner == v.Me || !slices.Contains(v.Live, owner):
 			plan.Claim = append(plan.Claim, p)
 		default:
