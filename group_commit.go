@@ -132,6 +132,15 @@ func (g *groupState) pause() {
 	}
 }
 
+func (g *groupState) paused() bool {
+	select {
+	case <-g.gate():
+		return false
+	default:
+		return true
+	}
+}
+
 func (g *groupState) unpause() {
 	g.pmu.Lock()
 	defer g.pmu.Unlock()

@@ -272,10 +272,48 @@ func (g *groupState) round() {
 	}
 	t, _ := g.c.c.core.Catalog().Topic(g.c.topic)
 	g.apply(ctx, t.Partitions, owners)
-	if beat {
+	if beat && g.reassert(ctx) {
 		g.unpause()
 		g.setTrouble("", nil)
 	}
+}
+
+// reassert, for a paused member whose heartbeat just succeeded, rewrites
+// every held record as its own before delivery resumes: another member
+// may have judged it dead from a listing taken before that heartbeat and
+// be claiming right now. Whichever compare-and-set lands first wins; a
+// lost one drops the partition here. False: a write failed otherwise, so
+// the member stays paused until the next round.
+func (g *groupState) reassert(ctx context.Context) bool {
+	if !g.paused() {
+		return true
+	}
+	g.mu.Lock()
+	held := make([]*groupPart, 0, len(g.parts))
+	for _, part := range g.parts {
+		held = append(held, part)
+	}
+	g.mu.Unlock()
+	ok := true
+	for _, part := range held {
+		part.mu.Lock()
+		rec := meta.GroupPosition{Offset: part.committed.Offset, Index: part.committed.Index, Member: g.member,
+			Updated: time.Now().UnixNano()}
+		rev, err := g.writePosition(ctx, part, rec)
+		if err == nil {
+			part.rev = rev
+		}
+		part.mu.Unlock()
+		switch {
+		case errors.Is(err, meta.ErrFenced):
+			g.drop(part)
+			g.c.c.logger.Info("consumer group: partition taken by another member while paused; stopped here",
+				g.logArgs("partition", part.p)...)
+		case err != nil:
+			ok = false
+		}
+	}
+	return ok
 }
 
 // topicStill counts rounds without the topic; after topicGoneChecks the

@@ -9,7 +9,9 @@ import (
 )
 
 // check runs every end-of-run property check and fills the counts.
-// (Write-once is checked as it happens, in node.accepted and node.store.)
+// (Write-once, a reborn node's answers below its birth, revoke before
+// assign and the group's commit cap are checked as they happen: node.go,
+// wipe.go, group_check.go.)
 func (s *sim) check() {
 	s.tally()
 	for _, r := range s.readers {
@@ -17,9 +19,13 @@ func (s *sim) check() {
 	}
 	s.checkInDoubt() // before checkAckedDelivered: an acked stripe given up on explains its loss
 	s.checkAckedDelivered()
+	s.checkProgress()
 	s.checkSameSequence()
 	s.checkAckedDurable()
 	s.checkSettled()
+	s.checkLease()
+	s.checkGroup()
+	s.res.KVCalls, s.res.KVFailed = s.kv.calls, s.kv.failed
 }
 
 func (s *sim) tally() {
@@ -80,7 +86,9 @@ func (s *sim) checkReader(r *reader) {
 // the acked offset or at another copy of the stripe ("moved"), once or,
 // across a restart, again ("redelivered"): r.view is what a subscriber
 // keeps. This holds through every fault kind, quorum loss included: its
-// readers must wait for the nodes to return.
+// readers must wait for the nodes to return. The one exception is a stripe
+// a wipe left with fewer than k shards anywhere (wipe.go): no reader can
+// decode it without repair, so a reader must keep it in doubt instead.
 func (s *sim) checkAckedDelivered() {
 	for _, r := range s.readers {
 		got := map[string]bool{}
@@ -89,6 +97,16 @@ func (s *sim) checkAckedDelivered() {
 		}
 		for _, id := range sortedIDs(s.truth.acked) {
 			for _, v := range s.truth.values[id] {
+				if !got[v] && s.wipeLost(id) {
+					if s.keptInDoubt(r, id) {
+						s.res.WipeLost++
+						break
+					}
+					off := s.truth.acked[id]
+					s.violate("%s passed %s (acked at %s), which a wipe left with %d shards, without keeping it in doubt (did a node born after it answer empty?)",
+						r.name, sid(id), s.log.off(off), len(s.holders(id, off)))
+					break
+				}
 				if !got[v] {
 					off := s.truth.acked[id]
 					s.violate("r%d never delivered %q of %s, acked at %s (durable on n%s)",
@@ -100,7 +118,8 @@ func (s *sim) checkAckedDelivered() {
 	}
 }
 
-// holders lists the nodes with a durable shard of id at off.
+// holders lists the nodes whose current incarnation has a durable shard
+// of id at off.
 func (s *sim) holders(id stripe.ID, off uint64) []int {
 	var out []int
 	for _, n := range s.nodes {
@@ -118,14 +137,16 @@ func (s *sim) holders(id stripe.ID, off uint64) []int {
 // offsets (a retry that landed twice) may be delivered at the later copy by
 // a reader that found the earlier one in doubt, since DESIGN §5 skips an
 // in-doubt group whose copy is decodable later without waiting. Each such
-// offset must really hold an attempt of that stripe.
+// offset must really hold an attempt of that stripe. Stripes a wipe left
+// unreadable are left out too: readers before the wipe delivered them,
+// readers after it keep them in doubt (wipe.go).
 func (s *sim) checkSameSequence() {
 	moved := s.movedStripes()
 	s.res.Moved = len(moved)
 	seqs := make([][]delivered, len(s.readers))
 	for i, r := range s.readers {
 		for _, d := range r.view {
-			if !moved[d.id] {
+			if !moved[d.id] && !s.wipeLost(d.id) { // a reader after the wipe keeps it in doubt
 				seqs[i] = append(seqs[i], d)
 			}
 		}
@@ -179,11 +200,20 @@ func describe(s *sim, ds []delivered, i int) string {
 	return sprintf("%q %s", ds[i].value, s.log.pos(ds[i].pos))
 }
 
-// checkAckedDurable: an acked stripe has W durable shards at its offset.
+// checkAckedDurable: an acked stripe has W durable shards at its offset
+// (counting those a wipe took since).
 func (s *sim) checkAckedDurable() {
 	for _, id := range sortedIDs(s.truth.acked) {
 		off := s.truth.acked[id]
-		if have := len(s.holders(id, off)); !s.params.Committed(have) {
+		have := len(s.holders(id, off))
+		for _, n := range s.nodes {
+			if b, ok := n.past[off]; ok && !contains(s.holders(id, off), n.id) {
+				if h, err := stripe.ParseHeader(b); err == nil && h.ID == id {
+					have++
+				}
+			}
+		}
+		if !s.params.Committed(have) {
 			s.violate("%s acked at %s but only %d shards are durable there", sid(id), s.log.off(off), have)
 		}
 	}

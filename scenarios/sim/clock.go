@@ -50,3 +50,26 @@ func (s *sim) logClocks(common int64) {
 
 // durationNs prints a span of offsets or nanoseconds as a duration.
 func durationNs(d uint64) time.Duration { return time.Duration(d).Round(time.Microsecond) }
+
+// actorClock is a group member's or lease holder's clock: off by skew
+// and running at a rate off by ppm parts per million (drift), so that
+// spans measured on it differ from true ones.
+type actorClock struct {
+	skew int64
+	ppm  int64
+}
+
+// at is the clock's reading at true time t.
+func (c actorClock) at(t int64) int64 { return t + c.skew + (t-epoch0)*c.ppm/1_000_000 }
+
+// when is the true time at which the clock reads w.
+func (c actorClock) when(w int64) int64 {
+	return epoch0 + (w-c.skew-epoch0)*1_000_000/(1_000_000+c.ppm)
+}
+
+// span is the true time a span d of this clock takes.
+func (c actorClock) span(d int64) int64 { return d * 1_000_000 / (1_000_000 + c.ppm) }
+
+func (c actorClock) String() string {
+	return sprintf("%+.3fms%+dppm", float64(c.skew)/1e6, c.ppm)
+}

@@ -2,6 +2,7 @@ package sim
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/raidq/raidq/actors/core"
@@ -75,7 +76,113 @@ type Config struct {
 	// data is written, so a probe lands on data (NodeResult.After).
 	ReaderLate time.Duration
 
+	// The metadata KV and what uses it (kv.go, group.go, lease.go).
+	KV    KVConfig
+	Group GroupConfig
+	Lease LeaseConfig
+	// Wipes: nodes that crash, lose their whole store and restart as a new
+	// incarnation (wipe.go), each with its clock set back by up to
+	// WipeClockBack (a replacement machine not yet synced).
+	Wipes         int
+	WipeClockBack time.Duration
+
 	inject bugs // deliberate bugs in the simulated actors (tests only)
+}
+
+// KVConfig is the metadata KV's fault plan (kv.go).
+type KVConfig struct {
+	Stalls   int           // stalls of 1 s to MaxStall where every call fails or hangs
+	MaxStall time.Duration // longest stall
+	Drop     float64       // probability that a KV request or reply is lost
+	LostAcks float64       // probability that a write is applied but its reply lost
+}
+
+// GroupConfig is one consumer group reading the partition (group.go).
+// Members 0 means no group.
+type GroupConfig struct {
+	Members    int           // member processes, all joining at the start
+	Session    time.Duration // every member's session timeout (3 s .. 15 s in raidq)
+	AutoCommit time.Duration // commit interval
+	Skew       time.Duration // member clocks ± this
+	Drift      int64         // member clock rates ± this many ppm
+	Crashes    int           // member crashes; each restarts after 0.5-6 s, with its id or a fresh one
+	Leaves     int           // graceful leaves (Close); each rejoins after 1-5 s with a fresh id
+	CutOffs    int           // per-member KV cut-offs of 1 s to MaxCut
+	MaxCut     time.Duration
+	// Gaps re-creates behaviours of groups.go as it is that the simulated
+	// member does not have by default (GroupGaps); each breaks a check.
+	Gaps GroupGaps
+}
+
+// GroupGaps are behaviours of groups.go (and core.PlanGroup) as they are
+// that break the group checks; the simulated member does without them by
+// default (group.go says how) and TestSimGroupGaps shows each is caught.
+type GroupGaps uint8
+
+const (
+	// GapRoundPause: the pause is checked only once per round, after the
+	// heartbeat (groupState.round). A round takes up to the heartbeat's
+	// 2 s timeout plus the listing's 3 s deadline, so a member cut off
+	// from the KV pauses seconds after PauseAfter(session), after the
+	// others may have claimed its partitions. Default (groups.go since the
+	// simulation found it): a timer pauses the member PauseAfter after
+	// its last heartbeat that returned OK.
+	GapRoundPause GroupGaps = 1 << iota
+	// GapKeepOrphans: a position record that names the member though it
+	// neither holds nor is assigned the partition stays so (PlanGroup has
+	// no move for it): a claim or commit applied while its reply was lost
+	// (the member's next write, with the old revision, is fenced, and a
+	// release so fenced ends as if done). The assignee waits for ever.
+	// Default (core.PlanGroup's Orphans since): the member releases it.
+	GapKeepOrphans
+	// GapStaleHold: a held partition whose record was rewritten by
+	// another (another member claimed and released it while this one's
+	// listing failed) stays held when the record names no owner
+	// (PlanGroup fences only on another owner's name): the member reads
+	// on from its old position, and a third member may claim the released
+	// record meanwhile. Default (core.PlanGroup since): a held partition
+	// whose record another rewrote after the member's last write is
+	// fenced, then claimed again.
+	GapStaleHold
+	// GapResumeBlind: a paused member resumes delivery as soon as a
+	// heartbeat succeeds. Another member may have judged it dead from a
+	// listing taken before that heartbeat and claim meanwhile, so both
+	// deliver until the next round. Default (groups.go since): it first
+	// rewrites every held record as its own (compare-and-set), dropping
+	// those it lost.
+	GapResumeBlind
+
+	GapsAll = GapRoundPause | GapKeepOrphans | GapStaleHold | GapResumeBlind
+)
+
+var gapNames = []struct {
+	g    GroupGaps
+	name string
+}{{GapRoundPause, "round-pause"}, {GapKeepOrphans, "keep-orphans"}, {GapStaleHold, "stale-hold"}, {GapResumeBlind, "resume-blind"}}
+
+func (g GroupGaps) String() string {
+	var out []string
+	for _, n := range gapNames {
+		if g&n.g != 0 {
+			out = append(out, n.name)
+		}
+	}
+	if len(out) == 0 {
+		return "none"
+	}
+	return strings.Join(out, ",")
+}
+
+// LeaseConfig is the fan-out lease of the partition, competed for by
+// Holders simulated nodes (lease.go). Holders 0 means no lease.
+type LeaseConfig struct {
+	Holders int
+	TTL     time.Duration // fanout.Config.LeaseTTL
+	Skew    time.Duration // holder clocks ± this
+	Drift   int64         // holder clock rates ± this many ppm
+	Crashes int           // holder crashes (kill: no release); each restarts after 1-8 s
+	Leaves  int           // graceful stops (release); each restarts after 1-5 s
+	CutOffs int           // per-holder KV cut-offs of 1 s to 2 TTL
 }
 
 // bugs are deliberate mistakes the tests inject into the simulated actors
@@ -90,6 +197,16 @@ type bugs struct {
 	// reader re-creates fixed read-path bugs inside core.Reader itself
 	// (the findings 1, 2, 3 and 6), to show the checks catch them.
 	reader core.ReaderBugs
+	// Consumer groups (group.go).
+	claimEarly   bool // claim partitions PlanGroup says to Wait for (no revoke before assign)
+	beatClock    bool // judge members by the heartbeat time they wrote, on the observer's clock
+	commitPastLW bool // commit the processed position, not capped at the reader's LowWater
+	// Fan-out lease (lease.go): judge a lease lapsed when the observer's
+	// clock passes the expiry the holder wrote with its own clock.
+	leaseExpiry bool
+	// Wipes (wipe.go): the new incarnation's birth from its own clock
+	// (core.BirthInput.Own alone), not from cluster time.
+	birthOwnClock bool
 }
 
 // DefaultConfig is a small healthy cluster with every fault at its bound.
@@ -126,6 +243,20 @@ func (c Config) String() string {
 	if c.ReaderBehind > 0 || c.ReaderLate > 0 {
 		s += fmt.Sprintf(" reader-behind=%v reader-late=%v", c.ReaderBehind, c.ReaderLate)
 	}
+	if c.KV != (KVConfig{}) {
+		s += fmt.Sprintf(" kv-stalls=%d<=%v kv-drop=%.3f kv-lost-acks=%.3f", c.KV.Stalls, c.KV.MaxStall, c.KV.Drop, c.KV.LostAcks)
+	}
+	if g := c.Group; g.Members > 0 {
+		s += fmt.Sprintf(" group=%d session=%v commit=%v skew=±%v drift=±%dppm crashes=%d leaves=%d cut-offs=%d<=%v gaps=%s",
+			g.Members, g.Session, g.AutoCommit, g.Skew, g.Drift, g.Crashes, g.Leaves, g.CutOffs, g.MaxCut, g.Gaps)
+	}
+	if l := c.Lease; l.Holders > 0 {
+		s += fmt.Sprintf(" lease=%d ttl=%v skew=±%v drift=±%dppm crashes=%d leaves=%d cut-offs=%d",
+			l.Holders, l.TTL, l.Skew, l.Drift, l.Crashes, l.Leaves, l.CutOffs)
+	}
+	if c.Wipes > 0 {
+		s += fmt.Sprintf(" wipes=%d clock-back<=%v", c.Wipes, c.WipeClockBack)
+	}
 	return s
 }
 
@@ -133,27 +264,50 @@ func (c Config) String() string {
 type Result struct {
 	Config Config
 
-	Stripes, Acked, Failed int   // stripes sent, acked, failed by their producers
-	AckedRecords           int   // records in acked stripes
-	Delivered              []int // records delivered, per reader
-	Voids, InDoubt         int   // reader verdicts (summed over readers)
-	Duplicates, Corrupt    int   // copies skipped by dedupe; corrupt shards reported
-	Stalls                 int   // main scans refused for too many unheard nodes
-	Rescans                int   // rescans of unheard nodes
-	Sealed, Ahead          int   // SEALED and CLOCK_AHEAD replies to producers
-	Conflicts              int   // CONFLICT replies to producers
-	Retries, Rewrites      int   // retry attempts; post-commit rewrites (§3.7)
-	Crashes, Drops         int   // node crashes; messages lost
-	Refused                int   // requests a fail-fast node answered with "no responders"
-	LongCrashes            int   // crashes longer than InDoubtWait
-	QuorumLosses           int   // windows with n-W+1 nodes down
-	Excused                int   // failed sends excused by a quorum loss
-	Probes, Skips          int   // probing scans applied; those that skipped empty time
-	Late                   int   // records delivered late, from deferred in-doubt offsets
-	AckedInDoubt           int   // in-doubt reports of acked stripes (each must still be delivered)
-	Moved                  int   // stripes some readers delivered at another offset than others
-	Redelivered            int   // stripes a restarted reader delivered again (subscribers dedupe)
-	SimTime                time.Duration
+	Stripes, Acked, Failed int           // stripes sent, acked, failed by their producers
+	AckedRecords           int           // records in acked stripes
+	Delivered              []int         // records delivered, per reader
+	Voids, InDoubt         int           // reader verdicts (summed over readers)
+	Duplicates, Corrupt    int           // copies skipped by dedupe; corrupt shards reported
+	Stalls                 int           // main scans refused for too many unheard nodes
+	Rescans                int           // rescans of unheard nodes
+	Suspects               int           // nodes a reader marked suspect (a scan timed out: 150 ms timeouts until it answers)
+	Sealed, Ahead          int           // SEALED and CLOCK_AHEAD replies to producers
+	Conflicts              int           // CONFLICT replies to producers
+	Retries, Rewrites      int           // retry attempts; post-commit rewrites (§3.7)
+	Crashes, Drops         int           // node crashes; messages lost
+	Refused                int           // requests a fail-fast node answered with "no responders"
+	LongCrashes            int           // crashes longer than InDoubtWait
+	QuorumLosses           int           // windows with n-W+1 nodes down
+	Excused                int           // failed sends excused by a quorum loss
+	Probes, Skips          int           // probing scans applied; those that skipped empty time
+	Late                   int           // records delivered late, from deferred in-doubt offsets
+	AckedInDoubt           int           // in-doubt reports of acked stripes (each must still be delivered)
+	Moved                  int           // stripes some readers delivered at another offset than others
+	Redelivered            int           // stripes a restarted reader delivered again (subscribers dedupe)
+	MaxLag                 time.Duration // longest readable-to-delivered time of an acked record (progress.go)
+	KVCalls, KVFailed      int           // metadata KV calls; those that failed or timed out
+	KVStalls, KVCutOffs    int           // KV stalls; clients cut off from the KV
+	// Consumer group (group.go).
+	GroupDelivered int // records the group's members delivered
+	GroupDups      int // records the group delivered more than once (at-least-once across failures)
+	Claims, Fenced int // partition claims; holdings fenced by a takeover
+	Releases       int // partitions released (handover or leave)
+	Pauses         int // members that paused delivery
+	MemberCrashes  int // member crashes
+	CappedCommits  int // commits held back at the reader's LowWater
+	Handovers      int // times the partition's reading moved to another member
+	Orphans        int // orphan position records released (group.go, orphans)
+	// Fan-out lease (lease.go).
+	LeaseTakes    int           // leases taken
+	LeaseMoves    int           // takes by another holder than the last publisher
+	LeaseMaxGap   time.Duration // longest time with no holder publishing (fault windows aside)
+	HolderCrashes int
+	// Wipes (wipe.go).
+	Wiped          int // nodes wiped and reborn
+	UnknownAnswers int // scans answered "unknown" below a birth
+	WipeLost       int // acked stripes a wipe left with fewer than k shards (kept in doubt)
+	SimTime        time.Duration
 
 	Violations []string
 	Log        []string
@@ -166,8 +320,13 @@ func (r *Result) Broken() bool { return len(r.Violations) > 0 }
 func (r *Result) Summary() string {
 	return fmt.Sprintf("stripes=%d acked=%d failed=%d records=%d delivered=%v voids=%d in-doubt=%d dups=%d "+
 		"stalls=%d rescans=%d sealed=%d ahead=%d conflicts=%d retries=%d rewrites=%d crashes=%d drops=%d "+
-		"refused=%d long=%d quorum-loss=%d excused=%d probes=%d skips=%d late=%d acked-in-doubt=%d moved=%d redelivered=%d sim=%v violations=%d",
+		"refused=%d long=%d quorum-loss=%d excused=%d probes=%d skips=%d late=%d acked-in-doubt=%d moved=%d redelivered=%d suspects=%d max-lag=%v "+
+		"kv-calls=%d kv-failed=%d group-delivered=%d group-dups=%d claims=%d fenced=%d releases=%d orphans=%d pauses=%d handovers=%d capped=%d "+
+		"lease-takes=%d lease-moves=%d lease-max-gap=%v wiped=%d unknown=%d wipe-lost=%d sim=%v violations=%d",
 		r.Stripes, r.Acked, r.Failed, r.AckedRecords, r.Delivered, r.Voids, r.InDoubt, r.Duplicates,
 		r.Stalls, r.Rescans, r.Sealed, r.Ahead, r.Conflicts, r.Retries, r.Rewrites, r.Crashes, r.Drops,
-		r.Refused, r.LongCrashes, r.QuorumLosses, r.Excused, r.Probes, r.Skips, r.Late, r.AckedInDoubt, r.Moved, r.Redelivered, r.SimTime.Round(time.Millisecond), len(r.Violations))
+		r.Refused, r.LongCrashes, r.QuorumLosses, r.Excused, r.Probes, r.Skips, r.Late, r.AckedInDoubt, r.Moved, r.Redelivered,
+		r.Suspects, r.MaxLag.Round(time.Millisecond), r.KVCalls, r.KVFailed, r.GroupDelivered, r.GroupDups, r.Claims, r.Fenced, r.Releases,
+		r.Orphans, r.Pauses, r.Handovers, r.CappedCommits, r.LeaseTakes, r.LeaseMoves, r.LeaseMaxGap.Round(time.Millisecond),
+		r.Wiped, r.UnknownAnswers, r.WipeLost, r.SimTime.Round(time.Millisecond), len(r.Violations))
 }

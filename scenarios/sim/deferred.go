@@ -52,6 +52,9 @@ func (s *sim) checkInDoubt() {
 				continue
 			}
 			s.res.AckedInDoubt++
+			if s.wipeLost(d.Stripe) && s.keptInDoubt(r, d.Stripe) {
+				continue // unreadable for good, and still kept (checkAckedDelivered)
+			}
 			if vs := s.truth.values[d.Stripe]; len(vs) > 0 && !got[vs[0]] {
 				s.violate("r%d reported %s in doubt at %s (seen %d, unheard n%s) and never delivered it, but it was acked at %s (durable on n%s)",
 					r.id, sid(d.Stripe), s.log.off(d.Offset), d.Seen, nodeList(d.Unheard), s.log.off(off),

@@ -1,9 +1,11 @@
 // Package sim is raidq's deterministic simulation, in the style of
 // FoundationDB's simulator and TigerBeetle's VOPR: the pure protocol cores
-// of actors/core (Owner, Writer, Reader) run against simulated nodes,
-// disks, clocks and a lossy network, all driven by one seeded random
-// source and one discrete event queue ordered by (time, sequence). There
-// are no goroutines and no real time, so a seed replays exactly.
+// of actors/core (Owner, Writer, Reader, and for the metadata side
+// Liveness, PlanGroup, PauseAfter, LeaseWatch and BirthInput) run against
+// simulated nodes, disks, clocks, a metadata KV and a lossy network, all
+// driven by one seeded random source and one discrete event queue ordered
+// by (time, sequence). There are no goroutines and no real time, so a seed
+// replays exactly.
 //
 // Run(cfg) plays one scenario and checks the properties the protocol
 // promises: every acked record delivered by every reader, nothing invented,
@@ -11,9 +13,14 @@
 // deferred in-doubt offset aside), the same records at the same positions
 // for every reader, every acked stripe a reader reported in doubt still
 // delivered by it, W durable shards behind every ack, write-once slots
-// (checked as they happen) and, within the fault model, no failed send.
-// Result lists the violations, counts and the op log (one compact line per
-// event).
+// (checked as they happen), within the fault model no failed send, and
+// progress: every acked record delivered by every reader within a bound of
+// becoming readable (progress.go). Beside the fan-out readers, a run may
+// have a consumer group (group.go, group_plan.go, group_check.go), the
+// fan-out lease's holders (lease.go), both over the metadata KV (kv.go),
+// and wiped nodes reborn as new incarnations (wipe.go); each file states
+// what it models and checks. Result lists the violations, counts and the
+// op log (one compact line per event).
 //
 // Two exceptions are allowed, and counted, because the protocol makes them:
 // a stripe committed at two offsets may be delivered at the later copy by a
@@ -55,6 +62,22 @@
 //     failover (deferred.go says where they resume).
 //   - conflict mode: producers share a clock, quantize it (1 ms or 100 µs)
 //     and start their stripes together, so they race for the same offsets.
+//   - a scan waits scanTimeout (400 ms) for each node, and only 150 ms for
+//     a node whose last scan timed out until it answers again (the reader
+//     actor's SuspectTimeout). A slow node's round trip (100-300 ms) mostly
+//     exceeds that, so once suspect it is rarely heard again.
+//   - wipes: a node loses its whole store and is reborn with its clock set
+//     back by up to seconds; below its birth (from cluster time) it answers
+//     "unknown". There is no repair, so it counts as down for good: with it
+//     at most n-W-1 other nodes are down at once.
+//   - the metadata KV: stalls of seconds where every call fails or hangs
+//     (hung calls are applied when the stall ends, after their clients
+//     gave up), one client cut off while the others reach it, lost
+//     messages (rare: core.Liveness restarts every judgement on a failed
+//     listing) and lost write replies (the write applied). Group members
+//     and lease holders run on clocks off by up to seconds and drifting by
+//     up to 2%; members crash (restarting under their id or a fresh one)
+//     and leave; holders crash and stop.
 //
 // SeedConfig draws all of it; HardSeedConfig and -sim.hard run the kinds
 // that actors/core did not survive before 3fc4af0 on their own (seeds.go).

@@ -29,11 +29,18 @@ type node struct {
 	disk   map[uint64]map[uint64][]byte // durable: range start -> offset -> shard
 	seals  map[uint64]uint64            // durable seals, by range start
 	synced int64                        // true time when everything queued so far is durable
+
+	// Incarnations (wipe.go): the current one's number and birth, when the
+	// node was last wiped, and every shard its earlier incarnations held.
+	inc     int
+	birth   uint64
+	wipedAt int64
+	past    map[uint64][]byte
 }
 
 func newNode(s *sim, id int, skew int64, slow bool) *node {
 	return &node{s: s, id: id, skew: skew, slow: slow, up: true, owners: map[uint64]*core.Owner{},
-		mem: map[uint64]core.SlotInfo{}, disk: map[uint64]map[uint64][]byte{}, seals: map[uint64]uint64{}}
+		mem: map[uint64]core.SlotInfo{}, disk: map[uint64]map[uint64][]byte{}, seals: map[uint64]uint64{}, past: map[uint64][]byte{}}
 }
 
 func (n *node) clock() int64 { return n.s.now + n.skew }
@@ -45,7 +52,7 @@ func (n *node) owner(lo uint64) *core.Owner {
 		return o
 	}
 	p := n.s.params
-	cfg := core.OwnerConfig{Topic: "sim", Lo: lo, Accept: int64(p.AcceptWindow), Future: int64(p.FutureBound)}
+	cfg := core.OwnerConfig{Topic: "sim", Lo: lo, Accept: int64(p.AcceptWindow), Future: int64(p.FutureBound), Birth: n.birth}
 	if n.s.cfg.inject.openWindow {
 		cfg.Accept = int64(time.Hour)
 	}
@@ -126,6 +133,12 @@ func (n *node) accepted(off uint64, sh stripe.Shard) {
 	if cur, ok := n.mem[off]; ok && cur != si {
 		n.s.violate("n%d accepted two shards in slot %s: %s and %s", n.id, n.s.log.off(off), sid(cur.ID), sid(si.ID))
 	}
+	if b, ok := n.past[off]; ok {
+		if h, err := stripe.ParseHeader(b); err == nil && (h.ID != sh.ID || h.Index != sh.Index) {
+			n.s.violate("n%d (incarnation #%d) accepted %s in slot %s, where its earlier incarnation held %s", n.id, n.inc, sid(sh.ID),
+				n.s.log.off(off), sid(h.ID))
+		}
+	}
 	n.mem[off] = si
 }
 
@@ -151,22 +164,31 @@ func (n *node) replyWrite(p *producer, snd core.Send, st core.Status) {
 // and every earlier write to be durable, then returns the durable slots.
 func (n *node) scan(r *reader, f *flight) {
 	s := n.s
-	if n.down(func() string { return sprintf("scan from r%d", r.id) }, func() { r.answer(f, core.NodeResult{Node: n.id}) }) {
+	if n.down(func() string { return sprintf("scan from %s", r.name) }, func() { r.answer(f, core.NodeResult{Node: n.id}, false) }) {
 		return
 	}
 	sc := f.sc
 	lo := core.RangeStart(sc.From)
 	d := n.owner(lo).Scan(n.clock(), sc.From, sc.To, !s.cfg.inject.openWindow)
 	if d.Status != core.StatusOK {
-		s.log.add("n%d scan r%d [%s,%s) -> %s", n.id, r.id, s.log.off(sc.From), s.log.off(sc.To), d.Status)
+		s.log.add("n%d scan %s [%s,%s) -> %s", n.id, r.name, s.log.off(sc.From), s.log.off(sc.To), d.Status)
 		n.replyScan(r, f, core.NodeResult{Node: n.id})
 		return
 	}
+	unknown := d.Unknown
 	if d.PersistSeal {
 		seal := d.Seal
 		n.durable(func() { n.seals[lo] = max(n.seals[lo], seal) })
 	}
 	n.after(max(n.synced, s.now), func() {
+		if unknown {
+			// bus.StatusUnknown: the reader actor counts the node unheard.
+			s.res.UnknownAnswers++
+			s.log.add("n%d scan %s [%s,%s) -> UNKNOWN (birth %s)", n.id, r.name, s.log.off(sc.From), s.log.off(sc.To), s.log.off(n.birth))
+			n.replyScan(r, f, core.NodeResult{Node: n.id})
+			return
+		}
+		n.checkBirth(sc.From, sc.To)
 		res := core.NodeResult{Node: n.id, Heard: true, Entries: n.entries(lo, sc.From, sc.To), Clock: n.clock()}
 		probe := ""
 		if sc.Probe {
@@ -175,7 +197,7 @@ func (n *node) scan(r *reader, f *flight) {
 			}
 			probe = " after=" + s.log.offOrNone(res.After)
 		}
-		s.log.add("n%d scan r%d [%s,%s) -> %d slots%s", n.id, r.id, s.log.off(sc.From), s.log.off(sc.To), len(res.Entries), probe)
+		s.log.add("n%d scan %s [%s,%s) -> %d slots%s", n.id, r.name, s.log.off(sc.From), s.log.off(sc.To), len(res.Entries), probe)
 		n.replyScan(r, f, res)
 	})
 }
@@ -193,8 +215,8 @@ func (n *node) entries(lo, from, to uint64) []core.Entry {
 }
 
 func (n *node) replyScan(r *reader, f *flight, res core.NodeResult) {
-	n.s.send(n.slow, func() string { return sprintf("n%d->r%d scan reply", n.id, r.id) },
-		func() { r.answer(f, res) })
+	n.s.send(n.slow, func() string { return sprintf("n%d->%s scan reply", n.id, r.name) },
+		func() { r.answer(f, res, true) })
 }
 
 func cmpU64(a, b uint64) int {

@@ -39,7 +39,8 @@ type outage struct {
 	node       int
 	start, end int64
 	kind       crashKind
-	what       string // "crash", "long" or "quorum-loss"
+	what       string // "crash", "long", "quorum-loss" or "wipe"
+	back       int64  // a wipe: how far the node's clock is set back when it is reborn
 }
 
 // window is a span of true time [from, to).
@@ -55,9 +56,13 @@ func (s *sim) scheduleCrashes() {
 	if s.cfg.QuorumLoss > 0 {
 		plan = s.planQuorumLoss()
 	}
+	if s.cfg.Wipes > 0 {
+		plan = s.planWipes(plan) // before the crashes, which must fit around them
+	}
 	wait := core.DefaultReaderConfig(s.params).InDoubtWait
 	plan = s.planCrashes(plan, s.cfg.LongCrashes, wait+int64(100*time.Millisecond), int64(s.cfg.MaxLongCrash), "long")
 	plan = s.planCrashes(plan, s.cfg.Crashes, int64(10*time.Millisecond), int64(s.cfg.MaxCrash), "crash")
+	s.outages = plan
 	for _, o := range plan {
 		n := s.nodes[o.node]
 		s.at(o.start, func() { n.crash(o) })
@@ -119,14 +124,21 @@ func (s *sim) crashKind() crashKind {
 
 // fits reports whether o keeps the plan within the fault model. It counts
 // every other outage overlapping o as down for all of o (conservative), so
-// no crash overlaps a quorum-loss window.
+// no crash overlaps a quorum-loss window. A wiped node counts as down from
+// its wipe on, for good (no repair refills it), and is not crashed again.
 func (s *sim) fits(plan []outage, o outage) bool {
 	down := 0
+	end := func(x outage) int64 {
+		if x.what == "wipe" {
+			return runLimit + epoch0
+		}
+		return x.end
+	}
 	for _, p := range plan {
-		if p.node == o.node && p.start < o.end+minUptime && o.start < p.end+minUptime {
+		if p.node == o.node && p.start < end(o)+minUptime && o.start < end(p)+minUptime {
 			return false
 		}
-		if p.start < o.end && o.start < p.end {
+		if p.start < end(o) && o.start < end(p) {
 			down++
 		}
 	}
@@ -148,9 +160,15 @@ func (n *node) crash(o outage) {
 		s.res.LongCrashes++
 	}
 	s.log.add("n%d CRASH %s (%s, %v, until %s)", n.id, o.kind, o.what, time.Duration(o.end-o.start).Round(time.Millisecond), s.log.at(o.end))
+	if o.what == "wipe" {
+		n.wipe()
+	}
 }
 
 func (n *node) restart(o outage) {
+	if o.what == "wipe" {
+		n.reborn(o)
+	}
 	n.up = true
 	n.s.log.add("n%d restart after %v %s %s", n.id, time.Duration(o.end-o.start).Round(time.Millisecond), o.kind, o.what)
 }

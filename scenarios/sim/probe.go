@@ -37,7 +37,7 @@ func (r *reader) noteProbe(sc core.Scan, out core.Output) {
 	s.res.Probes++
 	if f := r.r.Frontier(); f > sc.To {
 		s.res.Skips++
-		s.log.add("r%d SKIP [%s,%s) over empty time (probe limit %s, %v)", r.id, s.log.off(sc.To), s.log.off(f),
+		s.log.add("%s SKIP [%s,%s) over empty time (probe limit %s, %v)", r.name, s.log.off(sc.To), s.log.off(f),
 			s.log.off(sc.ProbeLimit), durationNs(f-sc.To))
 	}
 }

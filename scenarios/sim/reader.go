@@ -16,6 +16,7 @@ import (
 type reader struct {
 	s     *sim
 	id    int
+	name  string // "r0", or a group member's partition reader: "m0a3f.p0#2" (member, partition, holding)
 	skew  int64
 	start core.Position
 	r     *core.Reader
@@ -23,17 +24,35 @@ type reader struct {
 	cur   *flight // the scan in flight, if any
 	wake  int     // token of the one pending wake-up; older ones do nothing
 	done  bool
+	// suspect: by ensemble position, the node's last scan timed out, so
+	// the next one waits only suspectTimeout for it (the reader actor's
+	// SuspectTimeout, actors/reader.go), until it answers again.
+	suspect []bool
+	ppm     int64 // clock rate offset (group members' readers run on the member's clock)
+	// open: the offsets the core reported in doubt and has not resolved
+	// yet, by its outputs (InDoubt, Resolved): the checks' own account of
+	// what LowWater must not pass.
+	open map[uint64]bool
+	// member is the group member's holding this reader reads for
+	// (group.go); nil for the fan-out readers.
+	member *holding
 
-	got     []delivered     // everything delivered, over all incarnations
-	resumes []core.Position // where each incarnation started
-	view    []delivered     // what a subscriber keeps (filled by the checks)
-	inDoubt []core.InDoubtReport
+	got       []delivered     // everything delivered, over all incarnations
+	resumes   []core.Position // where each incarnation started
+	started   []int64         // when each incarnation started (true time)
+	caught    int64           // when the first incarnation first caught up with its clock (progress.go); 0: not yet
+	view      []delivered     // what a subscriber keeps (filled by the checks)
+	inDoubt   []core.InDoubtReport
+	inDoubtAt []int64 // when each in-doubt report came (true time)
 }
 
-// flight is one scan on its way to the nodes.
+// flight is one scan on its way to the nodes. Each node has its own
+// deadline (scanTimeout, or suspectTimeout for a suspect node); the scan
+// is applied once every node answered or passed its deadline.
 type flight struct {
 	sc      core.Scan
 	results []core.NodeResult
+	settled map[int]bool // node answered or timed out
 }
 
 // delivered is one record as a reader delivered it.
@@ -41,8 +60,9 @@ type delivered struct {
 	value string
 	id    stripe.ID
 	pos   core.Position
-	inc   int  // reader incarnation that delivered it
-	late  bool // from a deferred in-doubt offset, below records already delivered
+	at    int64 // true time of the delivery
+	inc   int   // reader incarnation that delivered it
+	late  bool  // from a deferred in-doubt offset, below records already delivered
 }
 
 // readerConfig is every simulated reader's core config (with the core
@@ -57,7 +77,9 @@ func newReader(s *sim, id int, skew int64) *reader {
 	cfg := s.readerConfig()
 	// Start before the run: producers' skewed clocks write below epoch0.
 	from := core.Position{Offset: s.readerStart()}
-	return &reader{s: s, id: id, skew: skew, start: from, r: core.NewReader(cfg, from), resumes: []core.Position{from}}
+	return &reader{s: s, id: id, name: sprintf("r%d", id), skew: skew, start: from, r: core.NewReader(cfg, from),
+		resumes: []core.Position{from}, started: []int64{s.now + int64(s.cfg.ReaderLate)}, suspect: make([]bool, s.cfg.Nodes),
+		open: map[uint64]bool{}}
 }
 
 // wakeAt schedules the next step at t, replacing any pending one.
@@ -83,14 +105,17 @@ func (r *reader) restart() {
 	deferred, low := r.r.Deferred(), r.r.LowWater()
 	r.inc++
 	r.resumes = append(r.resumes, from)
+	r.started = append(r.started, r.s.now)
 	r.cur = nil
 	r.r = core.NewReader(r.s.readerConfig(), from)
+	r.suspect = make([]bool, r.s.cfg.Nodes) // a new reader actor
+	r.open = map[uint64]bool{}
 	r.s.log.add("r%d RESTART #%d from %s (low water %s, %d in-doubt offsets deferred)", r.id, r.inc, r.s.log.pos(from),
 		r.s.log.pos(low), deferred)
 	r.wakeAt(r.s.now + r.s.rnd.Int64N(300*int64(time.Millisecond)))
 }
 
-func (r *reader) clock() int64 { return r.s.now + r.skew }
+func (r *reader) clock() int64 { return r.s.now + r.skew + (r.s.now-epoch0)*r.ppm/1_000_000 }
 
 // step asks the core for the next scan and sends it, or waits.
 func (r *reader) step() {
@@ -98,7 +123,10 @@ func (r *reader) step() {
 	if r.done || r.cur != nil {
 		return
 	}
-	if s.prodsLeft == 0 && r.r.Pos().Offset > s.end && r.r.Deferred() == 0 {
+	if r.member != nil && !r.member.reading() {
+		return
+	}
+	if r.member == nil && s.prodsLeft == 0 && r.r.Pos().Offset > s.end && r.r.Deferred() == s.wipeStuck(r) {
 		r.done = true
 		s.readersLeft--
 		s.log.add("r%d done at %s", r.id, s.log.pos(r.r.Pos()))
@@ -109,7 +137,10 @@ func (r *reader) step() {
 		r.wakeAt(s.now + pollEvery)
 		return
 	}
-	f := &flight{sc: sc}
+	if r.member != nil && r.atHead(sc) {
+		return
+	}
+	f := &flight{sc: sc, settled: map[int]bool{}}
 	r.cur = f
 	kind := "scan"
 	if sc.Rescan {
@@ -120,21 +151,46 @@ func (r *reader) step() {
 	if sc.Probe {
 		probe = " probe<=" + s.log.off(sc.ProbeLimit)
 	}
-	s.log.add("r%d %s [%s,%s) nodes=%s%s", r.id, kind, s.log.off(sc.From), s.log.off(sc.To), nodeList(sc.Nodes), probe)
+	s.log.add("%s %s [%s,%s) nodes=%s%s", r.name, kind, s.log.off(sc.From), s.log.off(sc.To), nodeList(sc.Nodes), probe)
 	for _, i := range sc.Nodes {
 		n := s.nodes[i]
-		s.send(n.slow, func() string { return sprintf("r%d->n%d scan", r.id, i) }, func() { n.scan(r, f) })
+		s.send(n.slow, func() string { return sprintf("%s->n%d scan", r.name, i) }, func() { n.scan(r, f) })
+		timeout := scanTimeout
+		if r.suspect[i] {
+			timeout = suspectTimeout
+		}
+		s.at(s.now+timeout, func() { r.timedOut(f, i) })
 	}
-	s.at(s.now+scanTimeout, func() { r.finish(f) })
 }
 
-// answer records one node's reply to f.
-func (r *reader) answer(f *flight, res core.NodeResult) {
-	if r.cur != f {
-		return // after the timeout
+// answer records one node's reply to f. replied is false for a fail-fast
+// node's "no responders", which, as in the reader actor, neither marks
+// the node suspect nor clears it.
+func (r *reader) answer(f *flight, res core.NodeResult, replied bool) {
+	if r.cur != f || f.settled[res.Node] {
+		return // after the node's deadline
+	}
+	f.settled[res.Node] = true
+	if replied {
+		r.suspect[res.Node] = false
 	}
 	f.results = append(f.results, res)
-	if len(f.results) == len(f.sc.Nodes) {
+	if len(f.settled) == len(f.sc.Nodes) {
+		r.finish(f)
+	}
+}
+
+// timedOut is node i's deadline for f: unheard, and suspect from now on.
+func (r *reader) timedOut(f *flight, i int) {
+	if r.cur != f || f.settled[i] {
+		return
+	}
+	f.settled[i] = true
+	if !r.suspect[i] {
+		r.s.res.Suspects++
+	}
+	r.suspect[i] = true
+	if len(f.settled) == len(f.sc.Nodes) {
 		r.finish(f)
 	}
 }
@@ -150,6 +206,7 @@ func (r *reader) finish(f *flight) {
 		f.results = r.silentAsEmpty(f)
 	}
 	out := r.r.Apply(r.clock(), f.sc, f.results)
+	r.noteCaughtUp()
 	r.record(out)
 	r.noteProbe(f.sc, out)
 	heard := 0
@@ -158,12 +215,12 @@ func (r *reader) finish(f *flight) {
 			heard++
 		}
 	}
-	s.log.add("r%d apply [%s,%s) heard=%d/%d delivered=%d voids=%d in-doubt=%d dups=%d corrupt=%d pos=%s",
-		r.id, s.log.off(f.sc.From), s.log.off(f.sc.To), heard, len(f.sc.Nodes), len(out.Deliveries), out.Voids,
+	s.log.add("%s apply [%s,%s) heard=%d/%d delivered=%d voids=%d in-doubt=%d dups=%d corrupt=%d pos=%s",
+		r.name, s.log.off(f.sc.From), s.log.off(f.sc.To), heard, len(f.sc.Nodes), len(out.Deliveries), out.Voids,
 		len(out.InDoubt), out.Duplicates, len(out.Corrupt), s.log.pos(r.r.Pos()))
 	if out.Stalled != "" {
 		s.res.Stalls++
-		s.log.add("r%d stalled: %s", r.id, out.Stalled)
+		s.log.add("%s stalled: %s", r.name, out.Stalled)
 		r.wakeAt(s.now + pollEvery)
 		return
 	}
@@ -173,19 +230,30 @@ func (r *reader) finish(f *flight) {
 // record keeps the reader's output for the checks.
 func (r *reader) record(out core.Output) {
 	s := r.s
+	for _, off := range out.Resolved {
+		delete(r.open, off)
+	}
+	for _, d := range out.InDoubt {
+		r.open[d.Offset] = true
+	}
+	if r.member != nil {
+		r.member.took(out)
+		return
+	}
 	for _, d := range out.Deliveries {
-		r.got = append(r.got, delivered{value: string(d.Record.Value), id: d.Stripe, pos: d.Pos, inc: r.inc, late: d.Late})
+		r.got = append(r.got, delivered{value: string(d.Record.Value), id: d.Stripe, pos: d.Pos, at: s.now, inc: r.inc, late: d.Late})
 		if d.Late {
 			s.res.Late++
-			s.log.add("r%d LATE %s %s (a deferred in-doubt offset resolved)", r.id, sid(d.Stripe), s.log.pos(d.Pos))
+			s.log.add("%s LATE %s %s (a deferred in-doubt offset resolved)", r.name, sid(d.Stripe), s.log.pos(d.Pos))
 		}
 	}
 	for _, d := range out.InDoubt {
 		r.inDoubt = append(r.inDoubt, d)
-		s.log.add("r%d IN-DOUBT %s %s seen=%d unheard=%s", r.id, sid(d.Stripe), s.log.off(d.Offset), d.Seen, nodeList(d.Unheard))
+		r.inDoubtAt = append(r.inDoubtAt, s.now)
+		s.log.add("%s IN-DOUBT %s %s seen=%d unheard=%s", r.name, sid(d.Stripe), s.log.off(d.Offset), d.Seen, nodeList(d.Unheard))
 	}
 	for _, c := range out.Corrupt {
-		s.log.add("r%d corrupt n%d %s: %v", r.id, c.Node, s.log.off(c.Offset), c.Err)
+		s.log.add("%s corrupt n%d %s: %v", r.name, c.Node, s.log.off(c.Offset), c.Err)
 	}
 	s.res.Voids += out.Voids
 	s.res.InDoubt += len(out.InDoubt)
@@ -207,4 +275,15 @@ func (r *reader) silentAsEmpty(f *flight) []core.NodeResult {
 		out = append(out, res)
 	}
 	return out
+}
+
+// atHead is the reader actor's Poll rule: at its clock's head, the reader
+// waits until the window spans Poll rather than scan a few milliseconds.
+func (r *reader) atHead(sc core.Scan) bool {
+	head := uint64(max(r.clock()-int64(r.s.params.ReadDelay), 0))
+	if !sc.Rescan && sc.To >= head && sc.To-sc.From < uint64(memberPoll) {
+		r.wakeAt(r.s.now + memberPoll - int64(sc.To-sc.From))
+		return true
+	}
+	return false
 }

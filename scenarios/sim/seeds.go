@@ -13,13 +13,61 @@ import (
 // (fail-fast crashes, long outages, quorum loss, clocks off by seconds,
 // readers far behind or late) are drawn after the older knobs, so those
 // keep their values for a seed; each of the Hard kinds in DefaultHard is
-// added for about one seed in six.
-func SeedConfig(seed uint64) Config { return withHard(baseConfig(seed), seed, DefaultHard, 6) }
+// added for about one seed in six; withMeta adds consumer groups, the
+// fan-out lease, KV faults and wipes from a stream of its own.
+func SeedConfig(seed uint64) Config {
+	return withMeta(withHard(baseConfig(seed), seed, DefaultHard, 6), seed)
+}
 
 // HardSeedConfig is the scenario of SeedConfig without its hard kinds,
 // plus each hard kind in h for about half the seeds: to run the kinds
 // that break (or broke) actors/core on their own, and often.
 func HardSeedConfig(seed uint64, h Hard) Config { return withHard(baseConfig(seed), seed, h, 2) }
+
+// withMeta adds, from a random stream of its own (so every older knob
+// keeps its value for a seed), the actors of the metadata KV and wipes:
+// a consumer group for about half the seeds (a quarter of those without
+// member or KV faults, so the no-duplicates check runs), the fan-out lease
+// for about half, KV faults for about half of those with either, and a
+// wipe for about one seed in eight. Every value is drawn whether used or
+// not, so turning one kind on does not change another's draws.
+//
+// KV message loss stays rare (0.2% in a third of the KV seeds): a failed
+// listing restarts every core.Liveness judgement, so with one failure per
+// session a dead member is never judged dead and the group cannot finish
+// (TestSimGroupGaps, "lossy listings"). Lost write replies (the write
+// applied, the client timed out) are common: 1% or 5% in two thirds.
+func withMeta(c Config, seed uint64) Config {
+	r := rand.New(rand.NewPCG(seed, 0x6e7a))
+	group, clean, lease, kv, wipe := r.IntN(2) == 0, r.IntN(4) == 0, r.IntN(2) == 0, r.IntN(2) == 0, r.IntN(8) == 0
+	g := GroupConfig{Members: 2 + r.IntN(2), Session: time.Duration(3+r.IntN(13)) * time.Second,
+		AutoCommit: time.Duration(100+r.IntN(900)) * time.Millisecond,
+		Skew:       []time.Duration{50 * time.Millisecond, time.Second, 3 * time.Second}[r.IntN(3)],
+		Drift:      []int64{0, 1000, 20_000}[r.IntN(3)],
+		Crashes:    r.IntN(3), Leaves: r.IntN(3), CutOffs: r.IntN(3), MaxCut: time.Duration(2+r.IntN(7)) * time.Second}
+	l := LeaseConfig{Holders: 2 + r.IntN(2), TTL: time.Duration(2+r.IntN(4)) * time.Second,
+		Skew:  []time.Duration{50 * time.Millisecond, time.Second, 3 * time.Second}[r.IntN(3)],
+		Drift: []int64{0, 1000, 20_000}[r.IntN(3)], Crashes: r.IntN(3), Leaves: r.IntN(2), CutOffs: r.IntN(3)}
+	k := KVConfig{Stalls: 1 + r.IntN(2), MaxStall: time.Duration(2+r.IntN(5)) * time.Second,
+		Drop: []float64{0, 0, 0.002}[r.IntN(3)], LostAcks: []float64{0, 0.01, 0.05}[r.IntN(3)]}
+	back := []time.Duration{0, time.Second, 3 * time.Second}[r.IntN(3)]
+	if group {
+		if clean {
+			g.Crashes, g.CutOffs = 0, 0
+		}
+		c.Group = g
+	}
+	if lease {
+		c.Lease = l
+	}
+	if kv && (group || lease) && !(group && clean) {
+		c.KV = k
+	}
+	if wipe {
+		c.Wipes, c.WipeClockBack = 1, back
+	}
+	return c
+}
 
 // baseConfig is SeedConfig before the hard kinds.
 func baseConfig(seed uint64) Config {

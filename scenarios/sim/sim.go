@@ -15,8 +15,11 @@ const (
 	tickEvery   = 10 * int64(time.Millisecond)              // producer Writer.Tick period
 	pollEvery   = 20 * int64(time.Millisecond)              // reader wake-up when it has nothing to scan
 	scanTimeout = 400 * int64(time.Millisecond)             // a scan waits this long for its nodes (> 2x slowest hop)
-	runLimit    = 60 * int64(time.Second)                   // a run that has not finished by then is stuck
-	maxReported = 30                                        // violations kept per run
+	// suspectTimeout: the wait for a node whose last scan timed out, until
+	// it answers again (the reader actor's SuspectTimeout, 150 ms).
+	suspectTimeout = 150 * int64(time.Millisecond)
+	runLimit       = 60 * int64(time.Second) // a run that has not finished by then is stuck
+	maxReported    = 30                      // violations kept per run
 )
 
 // sim is one run: the world, its clock and its event queue.
@@ -34,7 +37,12 @@ type sim struct {
 	readers []*reader
 	truth   *truth
 
+	kv    *kvStore  // the metadata KV (kv.go)
+	lease *leaseRun // the fan-out lease holders (lease.go), if any
+	group *group    // the consumer group (group.go), if any
+
 	lossWindows []window // quorum-loss windows (outage.go)
+	outages     []outage // every planned node outage (outage.go)
 
 	prodsLeft   int    // producers with stripes still in flight
 	readersLeft int    // readers not yet past the end
@@ -62,6 +70,7 @@ func newSim(cfg Config) *sim {
 	p := quorum.Default()
 	p.N, p.K, p.W = cfg.Nodes, cfg.K, cfg.W
 	s := &sim{cfg: cfg, params: p, rnd: rand.New(rand.NewPCG(cfg.Seed, 0x7a1d)), now: epoch0, truth: newTruth()}
+	s.kv = newKV(s)
 	s.log.s = s
 	s.res.Config = cfg
 	return s
@@ -100,15 +109,30 @@ func (s *sim) schedule() {
 	}
 	s.scheduleCrashes()
 	s.scheduleReaderRestarts()
+	if s.cfg.Group.Members > 0 || s.cfg.Lease.Holders > 0 {
+		s.planKVFaults(s.now+writeStart, s.now+s.faultSpan()+int64(4*time.Second))
+	}
+	if s.cfg.Lease.Holders > 0 {
+		s.scheduleLease()
+	}
+	if s.cfg.Group.Members > 0 {
+		s.scheduleGroup()
+	}
+}
+
+// running reports whether anything is still to finish.
+func (s *sim) running() bool {
+	return s.prodsLeft > 0 || s.readersLeft > 0 || (s.lease != nil && !s.lease.done) || (s.group != nil && !s.group.done)
 }
 
 // loop runs events until every producer and reader is done or the run is
 // stuck.
 func (s *sim) loop() {
-	for s.prodsLeft > 0 || s.readersLeft > 0 {
+	for s.running() {
 		e := s.next()
 		if e == nil {
-			s.violate("no events left with %d producers and %d readers unfinished", s.prodsLeft, s.readersLeft)
+			s.violate("no events left with %d producers and %d readers unfinished (group or lease unfinished: %v)", s.prodsLeft, s.readersLeft,
+				s.prodsLeft == 0 && s.readersLeft == 0)
 			return
 		}
 		if e.at-epoch0 > runLimit {
@@ -125,6 +149,20 @@ func (s *sim) stuck() {
 	for _, p := range s.prods {
 		if !p.done {
 			s.violate("producer p%d stuck with %d stripes in flight", p.id, p.w.InFlight())
+		}
+	}
+	if g := s.group; g != nil && !g.done {
+		for _, m := range g.slots {
+			h := m.parts[0]
+			switch {
+			case !m.up:
+				s.violate("group stuck: %s (%s) down", m.name, m.id)
+			case h == nil:
+				s.violate("group stuck: %s holds nothing (paused %v)", m.id, m.paused)
+			default:
+				s.violate("group stuck: %s holds p0 at %s (paused %v, %d waiting, %d in doubt, low water %s)", m.id,
+					s.log.pos(h.r.r.Pos()), m.paused, len(h.pending), h.r.r.Deferred(), s.log.pos(h.r.r.LowWater()))
+			}
 		}
 	}
 	for _, r := range s.readers {

@@ -94,7 +94,11 @@ func hardFlag() string {
 type tally struct {
 	seeds, conflictSeeds, stripes, acked, failed, voids, inDoubt, dups                                      int
 	stalls, rescans, sealed, ahead, conflicts, retries, rewrites, crashes, drops, moved, redelivered, lines int
-	refused, long, quorumLoss, excused, probes, skips, late, ackedInDoubt                                   int
+	refused, long, quorumLoss, excused, probes, skips, late, ackedInDoubt, suspects                         int
+	maxLag                                                                                                  time.Duration
+	groupSeeds, leaseSeeds, wipeSeeds, groupDelivered, groupDups, claims, fenced, releases, orphans, pauses int
+	handovers, capped, memberCrashes, kvStalls, kvCutOffs, leaseTakes, leaseMoves, wiped, unknown, wipeLost int
+	leaseMaxGap                                                                                             time.Duration
 }
 
 func (a *tally) add(r *Result) {
@@ -128,22 +132,57 @@ func (a *tally) add(r *Result) {
 	a.skips += r.Skips
 	a.late += r.Late
 	a.ackedInDoubt += r.AckedInDoubt
+	a.suspects += r.Suspects
+	a.maxLag = max(a.maxLag, r.MaxLag)
+	if r.Config.Group.Members > 0 {
+		a.groupSeeds++
+	}
+	if r.Config.Lease.Holders > 0 {
+		a.leaseSeeds++
+	}
+	if r.Config.Wipes > 0 {
+		a.wipeSeeds++
+	}
+	a.groupDelivered += r.GroupDelivered
+	a.groupDups += r.GroupDups
+	a.claims += r.Claims
+	a.fenced += r.Fenced
+	a.releases += r.Releases
+	a.orphans += r.Orphans
+	a.pauses += r.Pauses
+	a.handovers += r.Handovers
+	a.capped += r.CappedCommits
+	a.memberCrashes += r.MemberCrashes
+	a.kvStalls += r.KVStalls
+	a.kvCutOffs += r.KVCutOffs
+	a.leaseTakes += r.LeaseTakes
+	a.leaseMoves += r.LeaseMoves
+	a.leaseMaxGap = max(a.leaseMaxGap, r.LeaseMaxGap)
+	a.wiped += r.Wiped
+	a.unknown += r.UnknownAnswers
+	a.wipeLost += r.WipeLost
 }
 
 func (a tally) String() string {
 	return sprintf("conflict-mode seeds=%d stripes=%d acked=%d failed=%d voids=%d in-doubt=%d dups=%d stalls=%d "+
 		"rescans=%d sealed=%d ahead=%d conflicts=%d retries=%d rewrites=%d crashes=%d drops=%d moved=%d redelivered=%d log-lines=%d "+
-		"refused=%d long-crashes=%d quorum-losses=%d excused=%d probes=%d skips=%d late=%d acked-in-doubt=%d",
+		"refused=%d long-crashes=%d quorum-losses=%d excused=%d probes=%d skips=%d late=%d acked-in-doubt=%d suspects=%d max-lag=%v "+
+		"| group seeds=%d delivered=%d dups=%d claims=%d fenced=%d releases=%d orphans=%d pauses=%d handovers=%d capped=%d member-crashes=%d "+
+		"kv-stalls=%d kv-cut-offs=%d | lease seeds=%d takes=%d moves=%d max-gap=%v | wipe seeds=%d wiped=%d unknown=%d wipe-lost=%d",
 		a.conflictSeeds, a.stripes, a.acked, a.failed, a.voids, a.inDoubt, a.dups, a.stalls,
 		a.rescans, a.sealed, a.ahead, a.conflicts, a.retries, a.rewrites, a.crashes, a.drops, a.moved, a.redelivered, a.lines,
-		a.refused, a.long, a.quorumLoss, a.excused, a.probes, a.skips, a.late, a.ackedInDoubt)
+		a.refused, a.long, a.quorumLoss, a.excused, a.probes, a.skips, a.late, a.ackedInDoubt, a.suspects, a.maxLag.Round(time.Millisecond),
+		a.groupSeeds, a.groupDelivered, a.groupDups, a.claims, a.fenced, a.releases, a.orphans, a.pauses, a.handovers, a.capped, a.memberCrashes,
+		a.kvStalls, a.kvCutOffs, a.leaseSeeds, a.leaseTakes, a.leaseMoves, a.leaseMaxGap.Round(time.Millisecond), a.wipeSeeds, a.wiped, a.unknown, a.wipeLost)
 }
 
 // TestSimDeterministic: a seed replays to the same op log, line for line
 // (crashes of both kinds, long ones and a quorum loss, conflicts, reader
-// restarts, clocks off by seconds and probing readers included).
+// restarts, clocks off by seconds and probing readers included, and the
+// group members, lease holders, KV faults and wipes).
 func TestSimDeterministic(t *testing.T) {
-	for _, cfg := range []Config{SeedConfig(7), SeedConfig(2804), conflictConfig(11), raceCrashConfig(3), everyFaultConfig(5)} {
+	for _, cfg := range []Config{SeedConfig(7), SeedConfig(2804), conflictConfig(11), raceCrashConfig(3), everyFaultConfig(5),
+		cutOffGroupConfig(3), lostAckGroupConfig(5), lossyGroupConfig(2), leaseConfig(2), wipeConfig(4)} {
 		a, b := Run(cfg), Run(cfg)
 		if len(a.Log) != len(b.Log) {
 			t.Fatalf("seed %d: %d then %d log lines", cfg.Seed, len(a.Log), len(b.Log))
@@ -212,6 +251,18 @@ func TestSimCatchesBugs(t *testing.T) {
 			bug: bugs{reader: core.ReaderBugs{PassQuorumLoss: true, ForgetInDoubt: true}}, config: hard(HardQuorumLoss)},
 		{name: "finding 3: skip by the reader's clock", bug: bugs{reader: core.ReaderBugs{SkipByReaderClock: true}},
 			config: hard(HardFastReader)},
+		// Finding 6: with rescans always first, a hung node's rescans (150 ms
+		// each, due every 100 ms) starve the main scans while it is down;
+		// only the progress check (progress.go) sees it.
+		{name: "finding 6: rescans before every main scan", bug: bugs{reader: core.ReaderBugs{RescansFirst: true}},
+			config: rescanLivelockConfig},
+		// Finding 4: the birth from the node's clock, behind by seconds.
+		{name: "finding 4: a wiped node's birth from its own clock", bug: bugs{birthOwnClock: true}, config: wipeConfig},
+		// Consumer groups and the fan-out lease (group.go, lease.go).
+		{name: "group: claim without waiting for the release", bug: bugs{claimEarly: true}, config: rejoinConfig},
+		{name: "group: liveness from the heartbeat times members wrote", bug: bugs{beatClock: true}, config: skewedGroupConfig},
+		{name: "group: commit past the reader's LowWater", bug: bugs{commitPastLW: true}, config: inDoubtGroupConfig},
+		{name: "lease: lapsed by the expiry its holder wrote", bug: bugs{leaseExpiry: true}, config: leaseConfig},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
