@@ -206,6 +206,7 @@ func produce(ctx context.Context, cfg Config, lc *raidq.LocalCluster, c *raidq.C
 	killed := make(chan struct{})
 	go func() {
 		defer close(killed)
+		defer close(sent.resume) // producers wait at the mark until the kill is done
 		<-sent.reached
 		ids := lc.NodeIDs()
 		for i := 0; i < cfg.Kill; i++ {
@@ -262,24 +263,43 @@ func runProducer(ctx context.Context, cfg Config, c *raidq.Client, pi, n int, h 
 			}
 		})
 		sent.add()
+		if err := sent.wait(ctx); err != nil {
+			return err
+		}
 	}
 	return nil
 }
 
 // halfway closes reached once half of the messages were handed to producers
-// (the kill point).
+// (the kill point); producers past it wait for resume (closed once the
+// kill is done), so on a busy machine the second half is really sent
+// after the kill, not before the kill goroutine got to run.
 type halfway struct {
 	n       atomic.Int64
 	mark    int64
 	reached chan struct{}
+	resume  chan struct{}
 }
 
 func newHalfway(total int) *halfway {
-	h := &halfway{mark: int64(total / 2), reached: make(chan struct{})}
+	h := &halfway{mark: int64(total / 2), reached: make(chan struct{}), resume: make(chan struct{})}
 	if h.mark == 0 {
 		close(h.reached)
 	}
 	return h
+}
+
+// wait blocks a producer that is past the mark until the kill is done.
+func (h *halfway) wait(ctx context.Context) error {
+	if h.n.Load() < h.mark {
+		return nil
+	}
+	select {
+	case <-h.resume:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 func (h *halfway) add() {
