@@ -473,11 +473,7 @@ func (g *liveGroup) stop(want map[uint64]bool, deadline time.Time, progress func
 		time.Sleep(200 * time.Millisecond)
 	}
 	res := groupResult{waitS: time.Since(t0).Seconds()}
-	g.mu.Lock()
-	g.stopping = true
-	g.quitOnce.Do(func() { close(g.quit) })
-	procs := append([]*memberProc(nil), g.procs...)
-	g.mu.Unlock()
+	procs := g.halt()
 	for _, p := range procs {
 		if p != nil && p.cmd != nil && p.cmd.Process != nil {
 			_ = p.cmd.Process.Signal(os.Interrupt)
@@ -512,14 +508,18 @@ func (g *liveGroup) stop(want map[uint64]bool, deadline time.Time, progress func
 	return res
 }
 
-// close kills every member process still running (an early return).
-func (g *liveGroup) close() {
+// halt stops restarting members and returns the member processes.
+func (g *liveGroup) halt() []*memberProc {
 	g.mu.Lock()
+	defer g.mu.Unlock()
 	g.stopping = true
 	g.quitOnce.Do(func() { close(g.quit) })
-	procs := append([]*memberProc(nil), g.procs...)
-	g.mu.Unlock()
-	for _, p := range procs {
+	return append([]*memberProc(nil), g.procs...)
+}
+
+// close kills every member process still running (an early return).
+func (g *liveGroup) close() {
+	for _, p := range g.halt() {
 		if p != nil && p.cmd != nil && p.cmd.Process != nil {
 			_ = p.cmd.Process.Kill()
 			<-p.done
