@@ -443,3 +443,32 @@ func TestGroupStartTogetherNoDuplicates(t *testing.T) {
 		t.Errorf("%d records delivered more than once without a fault", dups)
 	}
 }
+
+// TestConsumerEndsWhenTopicDeleted: a deleted topic is the one fault a
+// consumer does not ride through: Next returns an error wrapping
+// ErrUnknownTopic, for a plain consumer and a group member alike.
+func TestConsumerEndsWhenTopicDeleted(t *testing.T) {
+	lc, _ := groupCluster(t, 2)
+	c := connect(t, lc)
+	plain, err := c.Consumer("orders", raidq.ConsumerOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	member, err := c.Consumer("orders", raidq.ConsumerOptions{Group: "g", SessionTimeout: testSession})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if err := c.DeleteTopic(ctx, "orders"); err != nil {
+		t.Fatal(err)
+	}
+	for name, cons := range map[string]*raidq.Consumer{"plain": plain, "group member": member} {
+		if _, err := cons.Next(ctx); !errors.Is(err, raidq.ErrUnknownTopic) {
+			t.Errorf("%s: Next after the topic was deleted: %v, want ErrUnknownTopic", name, err)
+		}
+		if err := cons.Close(); !errors.Is(err, raidq.ErrUnknownTopic) {
+			t.Errorf("%s: Close: %v, want the fatal error", name, err)
+		}
+	}
+}
