@@ -169,14 +169,12 @@ func (c *Consumer) forward() {
 		case <-c.quit:
 			return
 		}
-		if c.group != nil && !c.group.deliverable(m) {
+		if c.group != nil {
+			c.group.offer(c, m) // drops m if its partition moved meanwhile
 			continue
 		}
 		select {
 		case c.ch <- m:
-			if c.group != nil {
-				c.group.took(m)
-			}
 		case <-c.quit:
 			return
 		}

@@ -21,18 +21,49 @@ import (
 // release commits before handing the partition over. Without AutoCommit
 // only Commit moves it: the application decides what is processed.
 
-// took records that the application took m (the previous one is done).
-func (g *groupState) took(m Message) {
+// offer hands m to the application unless its partition is given up
+// first (it waits while the member is paused). Between the check and the
+// hand-over the partition may be released: the send then aborts on the
+// partition's quit, and while it is pending (g.offered) a release waits
+// for it, so a message is never handed over after its partition's final
+// commit. False: not handed over (or the consumer closed).
+func (g *groupState) offer(c *Consumer, m Message) bool {
+	select {
+	case <-g.gate():
+	case <-c.quit:
+		return false
+	}
 	part := g.current(m)
+	if part == nil {
+		return false
+	}
+	g.hmu.Lock()
+	g.offered = part
+	g.hmu.Unlock()
+	select {
+	case c.ch <- m:
+		g.took(part, m)
+		return true
+	case <-part.quit:
+	case <-c.quit:
+	}
+	g.hmu.Lock()
+	g.offered = nil
+	g.signalLocked()
+	g.hmu.Unlock()
+	return false
+}
+
+// took records that the application took m of part (the previous one is
+// done).
+func (g *groupState) took(part *groupPart, m Message) {
 	g.hmu.Lock()
 	defer g.hmu.Unlock()
 	if g.inHand != nil && g.auto > 0 {
 		g.doneLocked(g.inHand)
 	}
-	g.inHand = nil
-	if part != nil {
-		g.inHand = &handoff{part: part, next: core.Position{Offset: m.Position.Offset, Index: m.Position.Index + 1}}
-	}
+	g.offered = nil
+	g.inHand = &handoff{part: part, next: core.Position{Offset: m.Position.Offset, Index: m.Position.Index + 1}}
 	g.signalLocked()
 }
 
@@ -73,7 +104,7 @@ func (g *groupState) waitInHand(part *groupPart) {
 	defer deadline.Stop()
 	for {
 		g.hmu.Lock()
-		holding, ch := g.inHand != nil && g.inHand.part == part, g.handCh
+		holding, ch := (g.inHand != nil && g.inHand.part == part) || g.offered == part, g.handCh
 		g.hmu.Unlock()
 		if !holding {
 			return
@@ -98,17 +129,6 @@ func (g *groupState) current(m Message) *groupPart {
 		return nil
 	}
 	return part
-}
-
-// deliverable waits while the member is paused and says whether m may
-// still go to the application (its partition was not given up meanwhile).
-func (g *groupState) deliverable(m Message) bool {
-	select {
-	case <-g.gate():
-	case <-g.c.quit:
-		return false
-	}
-	return g.current(m) != nil
 }
 
 // gate is closed while the member delivers and open while it is paused.

@@ -98,9 +98,10 @@ type groupState struct {
 	resume     chan struct{} // closed while delivering; open while paused
 	pauseTimer *time.Timer   // pauses delivery PauseAfter(session) after the last heartbeat
 
-	hmu    sync.Mutex
-	inHand *handoff      // the message the application holds
-	handCh chan struct{} // closed (and renewed) when inHand changes
+	hmu     sync.Mutex
+	offered *groupPart    // the partition of a message being handed over now
+	inHand  *handoff      // the message the application holds
+	handCh  chan struct{} // closed (and renewed) when inHand changes
 }
 
 // groupPart is one owned partition: its reader and the claim's revision.
