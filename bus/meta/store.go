@@ -234,6 +234,12 @@ func (s *Store) eachEntry(ctx context.Context, kv jetstream.KeyValue, filter str
 			return fmt.Errorf("key %s: %w", key, err)
 		}
 	}
+	// nats.go ends the key channel quietly when ctx expires: a listing
+	// cut short must not pass for a whole one (a group member missing
+	// from it would be taken for gone and its partitions claimed).
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("listing %s: incomplete: %w", filter, err)
+	}
 	return nil
 }
 
