@@ -22,6 +22,7 @@ func (s *sim) check() {
 	s.checkProgress()
 	s.checkSameSequence()
 	s.checkAckedDurable()
+	s.checkRepaired()
 	s.checkSettled()
 	s.checkLease()
 	s.checkGroup()

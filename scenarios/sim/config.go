@@ -86,6 +86,10 @@ type Config struct {
 	Wipes         int
 	WipeClockBack time.Duration
 
+	// RepairEvery > 0 runs every node's repair loop (repair.go) with a
+	// pass this often, and the in-doubt re-append (reappend.go).
+	RepairEvery time.Duration
+
 	inject bugs // deliberate bugs in the simulated actors (tests only)
 }
 
@@ -204,6 +208,16 @@ type bugs struct {
 	// Fan-out lease (lease.go): judge a lease lapsed when the observer's
 	// clock passes the expiry the holder wrote with its own clock.
 	leaseExpiry bool
+	// Repair (repair.go): the walk marks ranges settled without applying
+	// their fixes.
+	repairSkipFix bool
+	// Repair: a node takes a fetched source's shard as its own (its index
+	// rewritten, CRCs valid) instead of rebuilding it (no RebuildShard).
+	repairNoProof bool
+	// Repair: the walk plans without the node's own slots and every repair
+	// write claims the slot's bytes corrupt, so the owner replaces
+	// whatever good shard holds it.
+	repairReplace bool
 	// Wipes (wipe.go): the new incarnation's birth from its own clock
 	// (core.BirthInput.Own alone), not from cluster time.
 	birthOwnClock bool
@@ -257,6 +271,9 @@ func (c Config) String() string {
 	if c.Wipes > 0 {
 		s += fmt.Sprintf(" wipes=%d clock-back<=%v", c.Wipes, c.WipeClockBack)
 	}
+	if c.RepairEvery > 0 {
+		s += fmt.Sprintf(" repair-every=%v", c.RepairEvery)
+	}
 	return s
 }
 
@@ -307,7 +324,13 @@ type Result struct {
 	Wiped          int // nodes wiped and reborn
 	UnknownAnswers int // scans answered "unknown" below a birth
 	WipeLost       int // acked stripes a wipe left with fewer than k shards (kept in doubt)
-	SimTime        time.Duration
+	// Repair (repair.go, reappend.go).
+	RepairPasses    int // repair passes run (all nodes)
+	RepairedShards  int // shards repair rebuilt and wrote
+	RepairConflicts int // acked stripes short of n shards where another stripe's shard holds the slot (write-once)
+	Reappended      int // in-doubt stripes re-appended at a fresh offset
+	Holes           int // offsets a reborn node's repair left unknown for good
+	SimTime         time.Duration
 
 	Violations []string
 	Log        []string
@@ -328,5 +351,5 @@ func (r *Result) Summary() string {
 		r.Refused, r.LongCrashes, r.QuorumLosses, r.Excused, r.Probes, r.Skips, r.Late, r.AckedInDoubt, r.Moved, r.Redelivered,
 		r.Suspects, r.MaxLag.Round(time.Millisecond), r.KVCalls, r.KVFailed, r.GroupDelivered, r.GroupDups, r.Claims, r.Fenced, r.Releases,
 		r.Orphans, r.Pauses, r.Handovers, r.CappedCommits, r.LeaseTakes, r.LeaseMoves, r.LeaseMaxGap.Round(time.Millisecond),
-		r.Wiped, r.UnknownAnswers, r.WipeLost, r.SimTime.Round(time.Millisecond), len(r.Violations))
+		r.Wiped, r.UnknownAnswers, r.WipeLost, r.SimTime.Round(time.Millisecond), len(r.Violations)) + r.repairSummary()
 }

@@ -18,8 +18,9 @@
 // becoming readable (progress.go). Beside the fan-out readers, a run may
 // have a consumer group (group.go, group_plan.go, group_check.go), the
 // fan-out lease's holders (lease.go), both over the metadata KV (kv.go),
-// and wiped nodes reborn as new incarnations (wipe.go); each file states
-// what it models and checks. Result lists the violations, counts and the
+// wiped nodes reborn as new incarnations (wipe.go), and the nodes' repair
+// loop with the in-doubt re-append (repair.go, reappend.go); each file
+// states what it models and checks. Result lists the violations, counts and the
 // op log (one compact line per event).
 //
 // Two exceptions are allowed, and counted, because the protocol makes them:
@@ -68,8 +69,9 @@
 //     exceeds that, so once suspect it is rarely heard again.
 //   - wipes: a node loses its whole store and is reborn with its clock set
 //     back by up to seconds; below its birth (from cluster time) it answers
-//     "unknown". There is no repair, so it counts as down for good: with it
-//     at most n-W-1 other nodes are down at once.
+//     "unknown". Without repair (Config.RepairEvery) it stays so, and even
+//     with repair it counts as down for good in the plan: with it at most
+//     n-W-1 other nodes are down at once.
 //   - the metadata KV: stalls of seconds where every call fails or hangs
 //     (hung calls are applied when the stall ends, after their clients
 //     gave up), one client cut off while the others reach it, lost

@@ -98,9 +98,9 @@ func (n *node) after(t int64, fn func()) {
 
 // write handles one shard write from a producer and replies (possibly
 // after the shard is durable).
-func (n *node) write(p *producer, snd core.Send, b []byte) {
+func (n *node) write(p client, snd core.Send, b []byte) {
 	s := n.s
-	if n.down(func() string { return sprintf("write %s#%d from p%d", sid(snd.ID), snd.Attempt, p.id) },
+	if n.down(func() string { return sprintf("write %s#%d from %s", sid(snd.ID), snd.Attempt, p.name()) },
 		func() { p.reply(snd, n.id, core.StatusNoReply, 0) }) {
 		return
 	}
@@ -154,9 +154,9 @@ func (n *node) store(off uint64, b []byte) {
 	n.disk[lo][off] = b
 }
 
-func (n *node) replyWrite(p *producer, snd core.Send, st core.Status) {
+func (n *node) replyWrite(p client, snd core.Send, st core.Status) {
 	clock := n.clock()
-	n.s.send(n.slow, func() string { return sprintf("n%d->p%d reply %s#%d", n.id, p.id, sid(snd.ID), snd.Attempt) },
+	n.s.send(n.slow, func() string { return sprintf("n%d->%s reply %s#%d", n.id, p.name(), sid(snd.ID), snd.Attempt) },
 		func() { p.reply(snd, n.id, st, clock) })
 }
 
@@ -169,7 +169,9 @@ func (n *node) scan(r *reader, f *flight) {
 	}
 	sc := f.sc
 	lo := core.RangeStart(sc.From)
-	d := n.owner(lo).Scan(n.clock(), sc.From, sc.To, !s.cfg.inject.openWindow)
+	o := n.owner(lo)
+	s.refreshRepaired(n, o)
+	d := o.Scan(n.clock(), sc.From, sc.To, !s.cfg.inject.openWindow)
 	if d.Status != core.StatusOK {
 		s.log.add("n%d scan %s [%s,%s) -> %s", n.id, r.name, s.log.off(sc.From), s.log.off(sc.To), d.Status)
 		n.replyScan(r, f, core.NodeResult{Node: n.id})
@@ -227,4 +229,11 @@ func cmpU64(a, b uint64) int {
 		return 1
 	}
 	return 0
+}
+
+// client is who sends a node shard writes and takes the replies: a
+// producer, or a node re-appending an in-doubt stripe (reappend.go).
+type client interface {
+	name() string
+	reply(snd core.Send, node int, st core.Status, nodeClock int64)
 }

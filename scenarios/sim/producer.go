@@ -127,6 +127,8 @@ func (p *producer) reply(snd core.Send, node int, st core.Status, nodeClock int6
 	p.handle(p.w.Reply(p.clock(), p.s.rnd, snd.ID, snd.Attempt, node, st, nodeClock))
 }
 
+func (p *producer) name() string { return sprintf("p%d", p.id) }
+
 func (p *producer) tick() {
 	if p.done {
 		return

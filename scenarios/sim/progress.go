@@ -29,7 +29,8 @@ import (
 // D: a reader that starts far behind, ReaderBehind or ReaderLate, first
 // catches up scan by scan). Records whose reader restarted between
 // readable and delivered are not timed: the new incarnation re-reads from
-// its low water.
+// its low water. With repair (repair.go), shards repair wrote do not count
+// as holders (heldFirst).
 //
 // The bound covers what the fixed core may legitimately spend: an earlier
 // offset in doubt holds the reader for InDoubtWait and the look-ahead
@@ -77,7 +78,7 @@ func (s *sim) checkProgress() {
 			if got.at <= ready {
 				continue
 			}
-			lag := got.at - ready - s.unreadable(ready, got.at, s.holders(id, off))
+			lag := got.at - ready - s.unreadable(ready, got.at, s.holders(id, off), off)
 			passed := r.inDoubtBetween(ready, got.at)
 			lag -= int64(passed) * perInDoubt
 			s.res.MaxLag = max(s.res.MaxLag, time.Duration(lag))
@@ -93,8 +94,9 @@ func (s *sim) checkProgress() {
 // unreadable is the time in [from, to) during which a stripe with shards
 // on holders cannot be read: fewer than k of them up, or more than n-k
 // nodes down.
-func (s *sim) unreadable(from, to int64, holders []int) int64 {
+func (s *sim) unreadable(from, to int64, holders []int, off uint64) int64 {
 	cuts := []int64{from, to}
+	holders = s.heldFirst(holders, off)
 	for _, o := range s.outages {
 		for _, t := range []int64{o.start, o.end} {
 			if t > from && t < to {

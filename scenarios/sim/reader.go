@@ -235,6 +235,7 @@ func (r *reader) record(out core.Output) {
 	}
 	for _, d := range out.InDoubt {
 		r.open[d.Offset] = true
+		s.reportInDoubt(r.name, d)
 	}
 	if r.member != nil {
 		r.member.took(out)

@@ -14,9 +14,10 @@ import (
 // readers far behind or late) are drawn after the older knobs, so those
 // keep their values for a seed; each of the Hard kinds in DefaultHard is
 // added for about one seed in six; withMeta adds consumer groups, the
-// fan-out lease, KV faults and wipes from a stream of its own.
+// fan-out lease, KV faults and wipes from a stream of its own, and
+// withRepair the nodes' repair loop (repair.go) from another.
 func SeedConfig(seed uint64) Config {
-	return withMeta(withHard(baseConfig(seed), seed, DefaultHard, 6), seed)
+	return withRepair(withMeta(withHard(baseConfig(seed), seed, DefaultHard, 6), seed), seed)
 }
 
 // HardSeedConfig is the scenario of SeedConfig without its hard kinds,

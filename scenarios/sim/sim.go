@@ -44,6 +44,9 @@ type sim struct {
 	lossWindows []window // quorum-loss windows (outage.go)
 	outages     []outage // every planned node outage (outage.go)
 
+	repair *repairRun // the nodes' repair loops (repair.go), if Config.RepairEvery > 0
+	healed bool       // the end of a repair run: no message is lost any more
+
 	prodsLeft   int    // producers with stripes still in flight
 	readersLeft int    // readers not yet past the end
 	end         uint64 // once prodsLeft == 0: one past the highest offset any attempt used
@@ -60,6 +63,7 @@ func Run(cfg Config) Result {
 	}
 	s.schedule()
 	s.loop()
+	s.finishRepair()
 	s.check()
 	s.res.SimTime = time.Duration(s.now - epoch0)
 	s.res.Log = s.log.lines()
@@ -118,6 +122,7 @@ func (s *sim) schedule() {
 	if s.cfg.Group.Members > 0 {
 		s.scheduleGroup()
 	}
+	s.scheduleRepair()
 }
 
 // running reports whether anything is still to finish.
@@ -193,7 +198,7 @@ func (s *sim) skew(limit time.Duration) int64 {
 // send delivers fn after a network hop (plus the slow node's extra delay),
 // unless the message is lost.
 func (s *sim) send(slow bool, what func() string, fn func()) {
-	if s.rnd.Float64() < s.cfg.DropRate {
+	if s.rnd.Float64() < s.cfg.DropRate && !s.healed {
 		s.res.Drops++
 		s.log.add("drop %s", what())
 		return

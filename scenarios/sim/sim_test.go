@@ -99,6 +99,7 @@ type tally struct {
 	groupSeeds, leaseSeeds, wipeSeeds, groupDelivered, groupDups, claims, fenced, releases, orphans, pauses int
 	handovers, capped, memberCrashes, kvStalls, kvCutOffs, leaseTakes, leaseMoves, wiped, unknown, wipeLost int
 	leaseMaxGap                                                                                             time.Duration
+	repairSeeds, repairPasses, repaired, repairConflicts, reappended, holes                                 int
 }
 
 func (a *tally) add(r *Result) {
@@ -161,6 +162,14 @@ func (a *tally) add(r *Result) {
 	a.wiped += r.Wiped
 	a.unknown += r.UnknownAnswers
 	a.wipeLost += r.WipeLost
+	if r.Config.RepairEvery > 0 {
+		a.repairSeeds++
+	}
+	a.repairPasses += r.RepairPasses
+	a.repaired += r.RepairedShards
+	a.repairConflicts += r.RepairConflicts
+	a.reappended += r.Reappended
+	a.holes += r.Holes
 }
 
 func (a tally) String() string {
@@ -168,12 +177,14 @@ func (a tally) String() string {
 		"rescans=%d sealed=%d ahead=%d conflicts=%d retries=%d rewrites=%d crashes=%d drops=%d moved=%d redelivered=%d log-lines=%d "+
 		"refused=%d long-crashes=%d quorum-losses=%d excused=%d probes=%d skips=%d late=%d acked-in-doubt=%d suspects=%d max-lag=%v "+
 		"| group seeds=%d delivered=%d dups=%d claims=%d fenced=%d releases=%d orphans=%d pauses=%d handovers=%d capped=%d member-crashes=%d "+
-		"kv-stalls=%d kv-cut-offs=%d | lease seeds=%d takes=%d moves=%d max-gap=%v | wipe seeds=%d wiped=%d unknown=%d wipe-lost=%d",
+		"kv-stalls=%d kv-cut-offs=%d | lease seeds=%d takes=%d moves=%d max-gap=%v | wipe seeds=%d wiped=%d unknown=%d wipe-lost=%d "+
+		"| repair seeds=%d passes=%d repaired=%d conflicts=%d reappended=%d holes=%d",
 		a.conflictSeeds, a.stripes, a.acked, a.failed, a.voids, a.inDoubt, a.dups, a.stalls,
 		a.rescans, a.sealed, a.ahead, a.conflicts, a.retries, a.rewrites, a.crashes, a.drops, a.moved, a.redelivered, a.lines,
 		a.refused, a.long, a.quorumLoss, a.excused, a.probes, a.skips, a.late, a.ackedInDoubt, a.suspects, a.maxLag.Round(time.Millisecond),
 		a.groupSeeds, a.groupDelivered, a.groupDups, a.claims, a.fenced, a.releases, a.orphans, a.pauses, a.handovers, a.capped, a.memberCrashes,
-		a.kvStalls, a.kvCutOffs, a.leaseSeeds, a.leaseTakes, a.leaseMoves, a.leaseMaxGap.Round(time.Millisecond), a.wipeSeeds, a.wiped, a.unknown, a.wipeLost)
+		a.kvStalls, a.kvCutOffs, a.leaseSeeds, a.leaseTakes, a.leaseMoves, a.leaseMaxGap.Round(time.Millisecond), a.wipeSeeds, a.wiped, a.unknown, a.wipeLost,
+		a.repairSeeds, a.repairPasses, a.repaired, a.repairConflicts, a.reappended, a.holes)
 }
 
 // TestSimDeterministic: a seed replays to the same op log, line for line
@@ -182,7 +193,7 @@ func (a tally) String() string {
 // group members, lease holders, KV faults and wipes).
 func TestSimDeterministic(t *testing.T) {
 	for _, cfg := range []Config{SeedConfig(7), SeedConfig(2804), conflictConfig(11), raceCrashConfig(3), everyFaultConfig(5),
-		cutOffGroupConfig(3), lostAckGroupConfig(5), lossyGroupConfig(2), leaseConfig(2), wipeConfig(4)} {
+		cutOffGroupConfig(3), lostAckGroupConfig(5), lossyGroupConfig(2), leaseConfig(2), wipeConfig(4), repairConfig(3)} {
 		a, b := Run(cfg), Run(cfg)
 		if len(a.Log) != len(b.Log) {
 			t.Fatalf("seed %d: %d then %d log lines", cfg.Seed, len(a.Log), len(b.Log))
@@ -263,6 +274,14 @@ func TestSimCatchesBugs(t *testing.T) {
 		{name: "group: liveness from the heartbeat times members wrote", bug: bugs{beatClock: true}, config: skewedGroupConfig},
 		{name: "group: commit past the reader's LowWater", bug: bugs{commitPastLW: true}, config: inDoubtGroupConfig},
 		{name: "lease: lapsed by the expiry its holder wrote", bug: bugs{leaseExpiry: true}, config: leaseConfig},
+		// Repair (repair.go): ranges settled without their fixes.
+		{name: "repair: ranges settled without fixing", bug: bugs{repairSkipFix: true}, config: repairConfig},
+		{name: "repair: a source's shard written without the rebuild's proof", bug: bugs{repairNoProof: true}, config: repairConfig},
+		{name: "repair: good shards replaced as if corrupt", bug: bugs{repairReplace: true}, config: func(seed uint64) Config {
+			c := conflictConfig(seed)
+			c.RepairEvery = 500 * time.Millisecond
+			return c
+		}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

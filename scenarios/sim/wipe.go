@@ -18,9 +18,11 @@ import (
 // read as unheard, as the reader actor reads bus.StatusUnknown) and
 // refuse writes (SEALED).
 //
-// There is no repair in the simulation, so a wiped node stays unknown
-// below its birth for good, and it counts as down for good in the fault
-// model: with it, at most n-W-1 other nodes are down at once (fits). An
+// Without repair (Config.RepairEvery 0) a wiped node stays unknown below
+// its birth for good; with it, its gap walk refills the time before its
+// birth and its owners answer below the repaired mark (repair.go), but
+// holes (stripes no peer can rebuild) stay unknown. Either way it counts
+// as down for good in the fault model: with it, at most n-W-1 other nodes are down at once (fits). An
 // acked stripe the wipe left with fewer than k shards (it was on exactly
 // W=k nodes, one of them the wiped one) cannot be read any more; what the
 // protocol still promises is that it is never silently passed: a reader
@@ -100,11 +102,12 @@ func (n *node) reborn(o outage) {
 }
 
 // checkBirth: a heard answer for [from, to) must not hide a shard an
-// earlier incarnation of the node held there.
+// earlier incarnation of the node held there (but for a void offset its
+// repair settled: repairedVoid).
 func (n *node) checkBirth(from, to uint64) {
 	first, found := uint64(0), false
 	for off := range n.past {
-		if _, ok := n.disk[core.RangeStart(off)][off]; off >= from && off < to && !ok && (!found || off < first) {
+		if _, ok := n.disk[core.RangeStart(off)][off]; off >= from && off < to && !ok && (!found || off < first) && !n.s.repairedVoid(n, off) {
 			first, found = off, true
 		}
 	}
