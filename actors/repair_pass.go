@@ -357,7 +357,10 @@ func (m *maintenance) targetsBetweenRanges(ctx context.Context) {
 // scrub and readers' in-doubt reports.
 func (m *maintenance) repairTargets(ctx context.Context) {
 	m.targetsAdded.Store(false)
-	m.targetsRun = time.Now()
+	// Stamped when done: a run slower than Interval (targets waiting on a
+	// dead peer's timeout) must not be repeated before every range of a
+	// walk (found by the simulation's repair model).
+	defer func() { m.targetsRun = time.Now() }()
 	m.mu.Lock()
 	keys := make([]targetKey, 0, len(m.targets))
 	for k := range m.targets {
