@@ -37,7 +37,7 @@ const (
 	// memberStopWait bounds a member's exit after SIGINT (then SIGKILL).
 	memberStopWait = 15 * time.Second
 	// memberTailLines of each member's stderr are kept.
-	memberTailLines = 40
+	memberTailLines = 120
 )
 
 // memberStarts says at which node each member's URL list starts: member 0
@@ -273,7 +273,9 @@ func (r *run) startGroup() (*liveGroup, error) {
 	}
 	g := &liveGroup{bin: bin, event: r.event, restartDelay: time.Second, got: make(map[uint64]int),
 		quit: make(chan struct{}), procs: make([]*memberProc, groupMembers),
-		args: []string{"consume", Topic, "--group", groupName, "--from", "earliest", "--json", "--cluster", r.be.Cluster()}}
+		// -v: the members log their claims, releases and pauses, so a
+		// duplicate or a gap can be traced in their stderr tails.
+		args: []string{"consume", Topic, "--group", groupName, "--from", "earliest", "--json", "--cluster", r.be.Cluster(), "-v"}}
 	for _, s := range memberStarts(r.plan.faulted, len(urls), groupMembers) {
 		g.lists = append(g.lists, strings.Join(rotate(urls, s), ","))
 	}
@@ -495,7 +497,7 @@ func (g *liveGroup) stop(want map[uint64]bool, deadline time.Time, progress func
 			res.stopFail = append(res.stopFail, fmt.Sprintf("%s still ran %s after SIGINT (killed): %s", p.name, memberStopWait,
 				lastLine(p.stderr.tail(20))))
 		}
-		tail := p.stderr.tail(10)
+		tail := p.stderr.tail(60)
 		if strings.TrimSpace(tail) == "" {
 			tail = "(no output)"
 		}
@@ -611,7 +613,7 @@ func (r *run) groupVerdict(rep *Report, res groupResult) {
 	if len(t.unexpectedSamples) > 0 {
 		rep.Notes = append(rep.Notes, fmt.Sprintf("live group: unexpected deliveries, e.g. %v", t.unexpectedSamples))
 	}
-	if g.Missing > 0 || g.Exits > 0 || g.Unexpected > 0 || len(g.StopFailures) > 0 {
+	if g.Missing > 0 || g.Exits > 0 || g.Unexpected > 0 || len(g.StopFailures) > 0 || g.AcrossMembers > 0 {
 		g.StderrTails = res.tails
 	}
 	sort.Strings(g.StopFailures)
