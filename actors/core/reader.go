@@ -47,6 +47,9 @@ type ReaderConfig struct {
 	// unresolved, the reader waits at the next in-doubt offset instead of
 	// passing it: an acked stripe is never given up on.
 	MaxDeferred int
+	// MaxDeferredBytes bounds the shard bytes the deferred rows may hold
+	// (each counted as if all n of its shards came in), likewise.
+	MaxDeferredBytes int
 	// Warm: how far before its start position the reader scans only to
 	// learn the stripe ids there, delivering nothing (0: none). A group
 	// member taking a partition over sets it, so a stripe committed twice
@@ -75,7 +78,7 @@ type ReaderBugs struct {
 func DefaultReaderConfig(p quorum.Params) ReaderConfig {
 	return ReaderConfig{Params: p, Window: RangeNanos, LookAhead: 2_000_000_000,
 		InDoubtWait: 1_000_000_000, RescanEvery: 100_000_000, DedupeHorizon: 60_000_000_000,
-		SkipBehind: 10_000_000_000, MaxDeferred: 4096, DeferredRescan: 1_000_000_000, MaxDeferredRescan: 8_000_000_000}
+		SkipBehind: 10_000_000_000, MaxDeferred: 4096, MaxDeferredBytes: 256 << 20, DeferredRescan: 1_000_000_000, MaxDeferredRescan: 8_000_000_000}
 }
 
 // Scan is one scan the reader wants run: [From, To) on the listed
@@ -166,6 +169,7 @@ type row struct {
 	done     map[stripe.ID]bool
 	nextAsk  int64
 	askEvery int64
+	bytes    int // rowBytes when deferred
 }
 
 // Reader is the pure logic of one partition reader. It is owned by one

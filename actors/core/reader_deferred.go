@@ -20,12 +20,13 @@ import (
 // offset (a retry copy or a repair re-append). Until then LowWater stays
 // at the row, so a consumer group never commits past it: a member that
 // takes the partition over re-reads from there. At most MaxDeferred rows
-// are kept; with that many the reader waits at the next in-doubt row
-// instead of passing it. So no acked stripe is ever silently skipped
+// (and MaxDeferredBytes of shards) are kept; with that many the reader
+// waits at the next in-doubt row instead of passing it. So no acked stripe is ever silently skipped
 // (finding 1: a stripe on exactly W=k nodes, one of them unreachable).
 
 // deferredSet is the reader's deferred rows, by offset.
 type deferredSet struct {
+	bytes int // sum of rowBytes of the rows
 	rows  map[uint64]*row
 	order []uint64               // sorted offsets
 	ids   map[stripe.ID][]uint64 // open stripe id -> deferred offsets
@@ -45,7 +46,25 @@ func (d *deferredSet) each(from, to uint64, fn func(*row)) {
 	}
 }
 
+// rowBytes bounds the shard bytes a row may come to hold: all n shards
+// of its largest.
+func rowBytes(rw *row) int {
+	big := 0
+	for _, s := range rw.shards {
+		if s != nil {
+			big = max(big, len(s.Data))
+		}
+	}
+	return big * len(rw.shards)
+}
+
+func (d *deferredSet) full(maxRows, maxBytes int) bool {
+	return len(d.order) >= maxRows || (maxBytes > 0 && d.bytes >= maxBytes)
+}
+
 func (d *deferredSet) add(rw *row, open []stripe.ID) {
+	rw.bytes = rowBytes(rw)
+	d.bytes += rw.bytes
 	d.rows[rw.offset] = rw
 	i := sort.Search(len(d.order), func(i int) bool { return d.order[i] >= rw.offset })
 	d.order = append(d.order, 0)
@@ -57,6 +76,7 @@ func (d *deferredSet) add(rw *row, open []stripe.ID) {
 }
 
 func (d *deferredSet) remove(rw *row) {
+	d.bytes -= rw.bytes
 	delete(d.rows, rw.offset)
 	i := sort.Search(len(d.order), func(i int) bool { return d.order[i] >= rw.offset })
 	if i < len(d.order) && d.order[i] == rw.offset {

@@ -70,11 +70,22 @@ func TestReaderDeferredSettles(t *testing.T) {
 	}
 }
 
-// TestReaderDeferredFullWaits: with MaxDeferred offsets unresolved the
-// reader waits at the next in-doubt offset instead of passing it.
+// TestReaderDeferredFullWaits: with MaxDeferred offsets (or
+// MaxDeferredBytes of shards) unresolved the reader waits at the next
+// in-doubt offset instead of passing it.
 func TestReaderDeferredFullWaits(t *testing.T) {
-	cfg := DefaultReaderConfig(params())
-	cfg.MaxDeferred = 1
+	for _, bound := range []string{"rows", "bytes"} {
+		cfg := DefaultReaderConfig(params())
+		if bound == "rows" {
+			cfg.MaxDeferred = 1
+		} else {
+			cfg.MaxDeferredBytes = 1
+		}
+		t.Run(bound, func(t *testing.T) { deferredFullWaits(t, cfg) })
+	}
+}
+
+func deferredFullWaits(t *testing.T, cfg ReaderConfig) {
 	w := newWorld(6)
 	x, y, tail := sid(0, 1), sid(1, 1), sid(2, 1)
 	w.put(encode(t, x, o1, 1), 0, 1, 2)

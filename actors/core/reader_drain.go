@@ -121,9 +121,9 @@ func (r *Reader) resolve(now int64, rw *row, out *Output) bool {
 			if now-rw.firstSeen < r.cfg.InDoubtWait || r.frontier <= rw.offset+r.cfg.LookAhead {
 				return false
 			}
-			if r.deferred.len() >= r.cfg.MaxDeferred {
-				out.Stalled = fmt.Sprintf("%d in-doubt offsets unresolved, the most this reader keeps: waiting at offset %d for unheard nodes %v",
-					r.deferred.len(), rw.offset, rw.unheard())
+			if r.deferred.full(r.cfg.MaxDeferred, r.cfg.MaxDeferredBytes) {
+				out.Stalled = fmt.Sprintf("%d in-doubt offsets unresolved (%d MiB of shards), the most this reader keeps: waiting at offset %d for unheard nodes %v",
+					r.deferred.len(), r.deferred.bytes>>20, rw.offset, rw.unheard())
 				return false
 			}
 			doubt = append(doubt, g.ref.ID)
