@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"cmp"
 	"errors"
 	"slices"
 	"strings"
@@ -243,7 +244,7 @@ func (s *sim) planKVFaults(from, to int64) {
 		})
 		s.at(f.to, func() { s.log.add("KV stall ends") })
 	}
-	slices.SortFunc(s.kv.stalls, func(a, b kvFault) int { return cmpI64(a.from, b.from) })
+	slices.SortFunc(s.kv.stalls, func(a, b kvFault) int { return cmp.Compare(a.from, b.from) })
 }
 
 // planCutOff cuts client off the KV once for 1 s to max, starting within
@@ -265,14 +266,4 @@ func hangName(hang bool) string {
 		return "hang"
 	}
 	return "fail"
-}
-
-func cmpI64(a, b int64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }

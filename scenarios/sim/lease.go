@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"cmp"
 	"slices"
 	"time"
 
@@ -97,24 +98,21 @@ func (s *sim) scheduleLease() {
 		l.holders = append(l.holders, h)
 		s.at(l.start, h.begin)
 	}
-	for range c.Crashes {
-		h := l.holders[s.rnd.IntN(len(l.holders))]
-		at := l.start + s.leaseTTL() + s.rnd.Int64N(span)
-		back := at + int64(time.Second) + s.rnd.Int64N(int64(7*time.Second))
-		s.at(at, func() { h.crash(false) })
-		s.at(back, h.begin)
-		l.faults = append(l.faults, at, back)
-		lastFault = max(lastFault, back)
+	// stops schedules n stops (graceful: a leave) of random holders, each
+	// back after 1 s plus up to longest.
+	stops := func(n int, graceful bool, longest time.Duration) {
+		for range n {
+			h := l.holders[s.rnd.IntN(len(l.holders))]
+			at := l.start + s.leaseTTL() + s.rnd.Int64N(span)
+			back := at + int64(time.Second) + s.rnd.Int64N(int64(longest))
+			s.at(at, func() { h.crash(graceful) })
+			s.at(back, h.begin)
+			l.faults = append(l.faults, at, back)
+			lastFault = max(lastFault, back)
+		}
 	}
-	for range c.Leaves {
-		h := l.holders[s.rnd.IntN(len(l.holders))]
-		at := l.start + s.leaseTTL() + s.rnd.Int64N(span)
-		back := at + int64(time.Second) + s.rnd.Int64N(int64(4*time.Second))
-		s.at(at, func() { h.crash(true) })
-		s.at(back, h.begin)
-		l.faults = append(l.faults, at, back)
-		lastFault = max(lastFault, back)
-	}
+	stops(c.Crashes, false, 7*time.Second)
+	stops(c.Leaves, true, 4*time.Second)
 	for range c.CutOffs {
 		h := l.holders[s.rnd.IntN(len(l.holders))]
 		s.planCutOff(h.name, l.start, l.start+span, 2*c.TTL)
@@ -366,7 +364,7 @@ func (s *sim) checkLease() {
 		return
 	}
 	spans := slices.Clone(l.intervals)
-	slices.SortFunc(spans, func(a, b pubSpan) int { return cmpI64(a.from, b.from) })
+	slices.SortFunc(spans, func(a, b pubSpan) int { return cmp.Compare(a.from, b.from) })
 	reach, by := int64(0), -1
 	for _, p := range spans {
 		if by >= 0 && p.holder != by && p.from < reach {

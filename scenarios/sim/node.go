@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"cmp"
 	"slices"
 	"time"
 
@@ -212,23 +213,13 @@ func (n *node) entries(lo, from, to uint64) []core.Entry {
 			out = append(out, core.Entry{Offset: off, Shard: b})
 		}
 	}
-	slices.SortFunc(out, func(a, b core.Entry) int { return cmpU64(a.Offset, b.Offset) })
+	slices.SortFunc(out, func(a, b core.Entry) int { return cmp.Compare(a.Offset, b.Offset) })
 	return out
 }
 
 func (n *node) replyScan(r *reader, f *flight, res core.NodeResult) {
 	n.s.send(n.slow, func() string { return sprintf("n%d->%s scan reply", n.id, r.name) },
 		func() { r.answer(f, res, true) })
-}
-
-func cmpU64(a, b uint64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // client is who sends a node shard writes and takes the replies: a
