@@ -19,7 +19,7 @@ type Option func(*options)
 type options struct {
 	cluster string
 	logger  *slog.Logger
-	catalog actors.Catalog
+	catalog meta.Catalog
 	meta    *meta.Store
 	now     func() int64
 	name    string
@@ -37,7 +37,7 @@ func WithCluster(name string) Option { return func(o *options) { o.cluster = nam
 func WithLogger(l *slog.Logger) Option { return func(o *options) { o.logger = l } }
 
 // WithCatalog gives the client its topic metadata.
-func WithCatalog(c actors.Catalog) Option { return func(o *options) { o.catalog = c } }
+func WithCatalog(c meta.Catalog) Option { return func(o *options) { o.catalog = c } }
 
 // WithClock replaces the client clock (unix ns); drills use it to skew producers.
 func WithClock(now func() int64) Option { return func(o *options) { o.now = now } }
@@ -71,8 +71,8 @@ type Client struct {
 	ownNC   bool
 	core    *actors.Client
 	logger  *slog.Logger
-	meta    *meta.Store   // nil when topics were given with WithCatalog
-	watched *meta.Catalog // the KV-watched catalog this client started, if any
+	meta    *meta.Store          // nil when topics were given with WithCatalog
+	watched *meta.WatchedCatalog // the KV-watched catalog this client started, if any
 	cluster string
 	dialer  *nodeDialer // direct node connections (direct.go); nil: none
 }

@@ -63,7 +63,7 @@ type LocalClusterConfig struct {
 type LocalCluster struct {
 	cfg     LocalClusterConfig
 	server  *bus.Server
-	catalog *actors.StaticCatalog
+	catalog *meta.StaticCatalog
 	mu      sync.Mutex
 	nodes   []*localNode
 
@@ -71,7 +71,7 @@ type LocalCluster struct {
 	// (whose StaticCatalog is catalog) and the heartbeat.
 	meta     *meta.Store
 	metaNC   *nats.Conn
-	watched  *meta.Catalog
+	watched  *meta.WatchedCatalog
 	hbCancel context.CancelFunc
 	hbDone   chan struct{}
 }
@@ -131,7 +131,7 @@ func StartLocalCluster(cfg LocalClusterConfig) (*LocalCluster, error) {
 	if err != nil {
 		return nil, fmt.Errorf("local cluster: start NATS: %w", err)
 	}
-	lc := &LocalCluster{cfg: cfg, server: srv, catalog: actors.NewStaticCatalog()}
+	lc := &LocalCluster{cfg: cfg, server: srv, catalog: meta.NewStaticCatalog()}
 	if cfg.Metadata {
 		if err := lc.openMeta(); err != nil {
 			lc.Close()
@@ -232,7 +232,7 @@ func (lc *LocalCluster) NodeIDs() []string {
 }
 
 // Catalog is the cluster's topic catalog (shared by nodes and clients).
-func (lc *LocalCluster) Catalog() *actors.StaticCatalog { return lc.catalog }
+func (lc *LocalCluster) Catalog() *meta.StaticCatalog { return lc.catalog }
 
 // ClientURL is the NATS URL clients use (empty when in-process only).
 func (lc *LocalCluster) ClientURL() string {
@@ -259,11 +259,11 @@ func (lc *LocalCluster) CreateTopic(name string, partitions int, p Params) error
 		}
 		return lc.catalog.Put(r.Topic()) // the watcher puts the same record; clients need not wait for it
 	}
-	ens, err := actors.Ensembles(name, partitions, p.N, lc.NodeIDs())
+	ens, err := meta.Ensembles(name, partitions, p.N, lc.NodeIDs())
 	if err != nil {
 		return err
 	}
-	return lc.catalog.Put(&actors.Topic{Name: name, Partitions: partitions, Params: p, Ensembles: ens, Created: uint64(time.Now().UnixNano())})
+	return lc.catalog.Put(&meta.Topic{Name: name, Partitions: partitions, Params: p, Ensembles: ens, Created: uint64(time.Now().UnixNano())})
 }
 
 // Connect returns a client connected in-process.

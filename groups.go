@@ -132,7 +132,7 @@ func newMemberID() string {
 }
 
 // groupConsumer starts a consumer in opts.Group.
-func (c *Client) groupConsumer(t *actors.Topic, opts ConsumerOptions) (*Consumer, error) {
+func (c *Client) groupConsumer(t *meta.Topic, opts ConsumerOptions) (*Consumer, error) {
 	if opts.Partitions != nil {
 		return nil, fmt.Errorf("consumer group %q: Partitions cannot be set, the group assigns them", opts.Group)
 	}

@@ -283,7 +283,7 @@ type Node struct {
 	server  *bus.Server // nil when joined to an existing NATS system
 	nc      *nats.Conn
 	meta    *meta.Store
-	catalog *meta.Catalog
+	catalog *meta.WatchedCatalog
 	node    *actors.Node
 	client  *actors.Client  // the node's own client: fan-out readers
 	fanout  *fanout.Manager // publishes decoded records on deliver subjects
@@ -715,7 +715,7 @@ func (n *Node) RouteURL() string {
 func (n *Node) Meta() *meta.Store { return n.meta }
 
 // Catalog is the node's watched topic catalog.
-func (n *Node) Catalog() *meta.Catalog { return n.catalog }
+func (n *Node) Catalog() *meta.WatchedCatalog { return n.catalog }
 
 // Stats are the node's counters.
 func (n *Node) Stats() *actors.NodeStats { return n.node.Stats() }

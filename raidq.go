@@ -13,6 +13,7 @@ package raidq
 import (
 	"github.com/raidq/raidq/actors"
 	"github.com/raidq/raidq/actors/core"
+	"github.com/raidq/raidq/bus/meta"
 	"github.com/raidq/raidq/stripe"
 	"github.com/raidq/raidq/stripe/quorum"
 )
@@ -30,7 +31,7 @@ var (
 	// ErrClosed: the producer, consumer or client was closed.
 	ErrClosed = core.ErrClosed
 	// ErrUnknownTopic: no such topic.
-	ErrUnknownTopic = actors.ErrUnknownTopic
+	ErrUnknownTopic = meta.ErrUnknownTopic
 	// ErrBusy: the producer's queues are full; slow down.
 	ErrBusy = actors.ErrBusy
 	// ErrInvalidParams: topic parameters break a rule of DESIGN §2.

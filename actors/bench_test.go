@@ -3,6 +3,7 @@ package actors
 import (
 	"context"
 	"fmt"
+	"github.com/raidq/raidq/bus/meta"
 	"log/slog"
 	"runtime"
 	"sync/atomic"
@@ -23,12 +24,12 @@ import (
 // and a client, on the real clock, for benchmarks.
 type benchCluster struct {
 	srv    *bus.Server
-	cat    *StaticCatalog
+	cat    *meta.StaticCatalog
 	ids    []string
 	nodes  []*Node
 	client *Client
 	cnc    *nats.Conn
-	topic  *Topic
+	topic  *meta.Topic
 	reg    *prometheus.Registry // the client's metrics
 }
 
@@ -37,7 +38,7 @@ type benchCluster struct {
 func newBenchCluster(b *testing.B, n int, open func(i int) slotstore.Store) *benchCluster {
 	b.Helper()
 	log := slog.New(slog.DiscardHandler)
-	c := &benchCluster{cat: NewStaticCatalog()}
+	c := &benchCluster{cat: meta.NewStaticCatalog()}
 	srv, err := bus.StartServer(bus.ServerOptions{InProcessOnly: true})
 	if err != nil {
 		b.Fatal(err)
@@ -73,12 +74,12 @@ func newBenchCluster(b *testing.B, n int, open func(i int) slotstore.Store) *ben
 		b.Fatal(err)
 	}
 	b.Cleanup(c.client.Close)
-	ens, err := Ensembles("bench", 1, 6, c.ids)
+	ens, err := meta.Ensembles("bench", 1, 6, c.ids)
 	if err != nil {
 		b.Fatal(err)
 	}
 	// Created before the stores were born is fine: they are all new.
-	c.topic = &Topic{Name: "bench", Partitions: 1, Params: quorum.Default(), Ensembles: ens, Created: uint64(time.Now().UnixNano())}
+	c.topic = &meta.Topic{Name: "bench", Partitions: 1, Params: quorum.Default(), Ensembles: ens, Created: uint64(time.Now().UnixNano())}
 	if err := c.cat.Put(c.topic); err != nil {
 		b.Fatal(err)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/raidq/raidq/bus/meta"
 	"log/slog"
 	"sync"
 	"time"
@@ -21,9 +22,9 @@ type BirthConfig struct {
 	Cluster string
 	Store   slotstore.Store
 	Conn    *nats.Conn // to ask the peers for their clocks
-	// Catalog must list its topics (Names, as *StaticCatalog and
+	// Catalog must list its topics (Names, as *meta.StaticCatalog and
 	// *meta.Catalog do); one that cannot leaves the birth provisional.
-	Catalog Catalog
+	Catalog meta.Catalog
 	Now     func() int64 // the node clock; nil = time.Now
 	// Clocks are other readings of cluster time the caller has: the
 	// heartbeat times of the member records (the node's own included).

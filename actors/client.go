@@ -2,6 +2,7 @@ package actors
 
 import (
 	"fmt"
+	"github.com/raidq/raidq/bus/meta"
 	"log/slog"
 	"sync"
 	"time"
@@ -19,7 +20,7 @@ import (
 type ClientConfig struct {
 	Cluster string
 	Conn    *nats.Conn // not closed by the client
-	Catalog Catalog
+	Catalog meta.Catalog
 	Logger  *slog.Logger
 	// Now is the client clock in unix ns; nil = time.Now. Tests and
 	// drills skew it.
@@ -73,7 +74,7 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 func (c *Client) Logger() *slog.Logger { return c.cfg.Logger }
 
 // Catalog is the client's topic catalog.
-func (c *Client) Catalog() Catalog { return c.cfg.Catalog }
+func (c *Client) Catalog() meta.Catalog { return c.cfg.Catalog }
 
 // link returns the link to node, made on first use. A link that cannot
 // subscribe (the connection is closed) is an error; the next call tries again.

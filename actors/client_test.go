@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/raidq/raidq/bus/meta"
 	"log/slog"
 	"maps"
 	"strings"
@@ -25,7 +26,7 @@ type miniCluster struct {
 	t      *testing.T
 	log    *slog.Logger
 	srv    *bus.Server
-	cat    *StaticCatalog
+	cat    *meta.StaticCatalog
 	ids    []string
 	nodes  []*Node
 	stores []*slotstore.MemStore
@@ -34,7 +35,7 @@ type miniCluster struct {
 
 func newMiniCluster(t *testing.T, n int) *miniCluster {
 	t.Helper()
-	c := &miniCluster{t: t, log: testlog.New(t, slog.LevelWarn), cat: NewStaticCatalog()}
+	c := &miniCluster{t: t, log: testlog.New(t, slog.LevelWarn), cat: meta.NewStaticCatalog()}
 	srv, err := bus.StartServer(bus.ServerOptions{InProcessOnly: true})
 	if err != nil {
 		t.Fatal(err)
@@ -77,13 +78,13 @@ func newMiniCluster(t *testing.T, n int) *miniCluster {
 }
 
 // createTopic adds a topic created now (after every node's store was born).
-func (c *miniCluster) createTopic(name string, partitions int) *Topic {
+func (c *miniCluster) createTopic(name string, partitions int) *meta.Topic {
 	c.t.Helper()
-	ens, err := Ensembles(name, partitions, 6, c.ids)
+	ens, err := meta.Ensembles(name, partitions, 6, c.ids)
 	if err != nil {
 		c.t.Fatal(err)
 	}
-	tp := &Topic{Name: name, Partitions: partitions, Params: quorum.Default(), Ensembles: ens, Created: uint64(time.Now().UnixNano())}
+	tp := &meta.Topic{Name: name, Partitions: partitions, Params: quorum.Default(), Ensembles: ens, Created: uint64(time.Now().UnixNano())}
 	mustPut(c.t, c.cat, tp)
 	return tp
 }
@@ -125,7 +126,7 @@ func values(from, to int) []string {
 // every live node: all shards sent so far have landed (one producer, no
 // conflicts, so every attempt went to all of them). DESIGN §2: a stripe
 // survives n-k losses only once its remaining shards have landed.
-func (c *miniCluster) quiesce(tp *Topic, live []int) {
+func (c *miniCluster) quiesce(tp *meta.Topic, live []int) {
 	c.t.Helper()
 	offsets := func(i, part int) map[uint64]bool {
 		out := make(map[uint64]bool)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/raidq/raidq/bus/meta"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -26,7 +27,7 @@ type NodeConfig struct {
 	Cluster string
 	Store   slotstore.Store
 	Conn    *nats.Conn // the node's NATS connection; the node does not close it
-	Catalog Catalog
+	Catalog meta.Catalog
 	Logger  *slog.Logger // nil = slog.Default()
 	// Now is the node clock in unix ns; nil = time.Now.
 	Now func() int64
@@ -320,7 +321,7 @@ func (n *Node) handle(m *nats.Msg) {
 type slotRequest struct {
 	msg       *nats.Msg
 	start     time.Time // arrival, for the write latency metric (zero: metrics off)
-	topic     *Topic
+	topic     *meta.Topic
 	partition uint32
 	write     *bus.WriteReq
 	shard     stripe.ShardHeader

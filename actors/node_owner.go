@@ -2,6 +2,7 @@ package actors
 
 import (
 	"fmt"
+	"github.com/raidq/raidq/bus/meta"
 	"math"
 	"sync/atomic"
 	"time"
@@ -26,7 +27,7 @@ const defaultOwnerIdle = 5 * time.Second
 // store (group commit; reply after fsync), seal, scan.
 type ownerActor struct {
 	node      *Node
-	topic     *Topic
+	topic     *meta.Topic
 	partition uint32
 	lo        uint64
 	core      *core.Owner
@@ -43,7 +44,7 @@ type ownerActor struct {
 // instance (which arms its own timer) to ignore its predecessor's.
 type ownerIdleCheck struct{ owner *ownerActor }
 
-func newOwnerActor(n *Node, t *Topic, p uint32, lo uint64) *ownerActor {
+func newOwnerActor(n *Node, t *meta.Topic, p uint32, lo uint64) *ownerActor {
 	return &ownerActor{node: n, topic: t, partition: p, lo: lo}
 }
 

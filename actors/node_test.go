@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/raidq/raidq/bus/meta"
 	"log/slog"
 	"strings"
 	"sync/atomic"
@@ -94,8 +95,8 @@ type nodeEnv struct {
 	mem    *slotstore.MemStore
 	store  slotstore.Store // what the node uses (mem, maybe wrapped)
 	clock  *fakeClock
-	cat    *StaticCatalog
-	topic  *Topic
+	cat    *meta.StaticCatalog
+	topic  *meta.Topic
 	subj   bus.Subjects
 	cfg    NodeConfig
 	node   *Node
@@ -109,7 +110,7 @@ func newEnv(t *testing.T, o envOpts) *nodeEnv {
 	if o.created == 0 {
 		o.created = base - 5*second
 	}
-	e := &nodeEnv{t: t, log: testlog.New(t, slog.LevelWarn), clock: newClock(midTime), cat: NewStaticCatalog()}
+	e := &nodeEnv{t: t, log: testlog.New(t, slog.LevelWarn), clock: newClock(midTime), cat: meta.NewStaticCatalog()}
 	srv, err := bus.StartServer(bus.ServerOptions{InProcessOnly: true, MaxPayload: o.maxPayload})
 	if err != nil {
 		t.Fatal(err)
@@ -134,11 +135,11 @@ func newEnv(t *testing.T, o envOpts) *nodeEnv {
 	if e.subj, err = bus.NewSubjects(testCluster); err != nil {
 		t.Fatal(err)
 	}
-	e.topic = &Topic{Name: testTopic, Partitions: 2, Params: quorum.Default(), Created: o.created,
+	e.topic = &meta.Topic{Name: testTopic, Partitions: 2, Params: quorum.Default(), Created: o.created,
 		Ensembles: [][]string{{"a", "b", testNode, "c", "d", "e"}, {"a", "b", "c", "d", testNode, "e"}}}
 	mustPut(t, e.cat, e.topic)
 	// A topic whose ensembles do not hold the node.
-	mustPut(t, e.cat, &Topic{Name: "elsewhere", Partitions: 1, Params: quorum.Default(), Created: o.created,
+	mustPut(t, e.cat, &meta.Topic{Name: "elsewhere", Partitions: 1, Params: quorum.Default(), Created: o.created,
 		Ensembles: [][]string{{"a", "b", "c", "d", "e", "f"}}})
 	e.cfg = NodeConfig{ID: testNode, Cluster: testCluster, Store: e.store, Conn: e.nodeNC, Catalog: e.cat,
 		Logger: e.log, Now: e.clock.Now, OwnerIdle: o.ownerIdle, MaxPending: o.maxPending, Repair: RepairConfig{Disabled: true}}
@@ -169,7 +170,7 @@ func (e *nodeEnv) start() {
 	})
 }
 
-func mustPut(t *testing.T, c *StaticCatalog, tp *Topic) {
+func mustPut(t *testing.T, c *meta.StaticCatalog, tp *meta.Topic) {
 	t.Helper()
 	if err := c.Put(tp); err != nil {
 		t.Fatal(err)

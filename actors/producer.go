@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"fmt"
+	"github.com/raidq/raidq/bus/meta"
 	"hash/fnv"
 	mrand "math/rand/v2"
 	"time"
@@ -75,7 +76,7 @@ type producerTick struct{}
 type Producer struct {
 	c     *Client
 	pid   *actor.PID
-	topic *Topic
+	topic *meta.Topic
 	a     *producerActor // for tests: a.ticking
 }
 
@@ -123,7 +124,7 @@ func (c *Client) NewProducer(cfg ProducerConfig) (*Producer, error) {
 }
 
 // Topic is the producer's topic.
-func (p *Producer) Topic() *Topic { return p.topic }
+func (p *Producer) Topic() *meta.Topic { return p.topic }
 
 // Send hands a record to the producer; cb is called once with the outcome
 // from the producer actor's goroutine, so it must not block. partition -1

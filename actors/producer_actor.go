@@ -3,6 +3,7 @@ package actors
 import (
 	"crypto/rand"
 	"fmt"
+	"github.com/raidq/raidq/bus/meta"
 	mrand "math/rand/v2"
 	"sync/atomic"
 	"time"
@@ -65,7 +66,7 @@ type shardTag struct {
 // a panic here is a bug that fails the records in flight loudly.
 type producerActor struct {
 	c       *Client
-	topic   *Topic
+	topic   *meta.Topic
 	cfg     ProducerConfig
 	id      stripe.ProducerID
 	seq     uint64
@@ -80,7 +81,7 @@ type producerActor struct {
 	m       *metrics.Producer    // nil: no metrics
 }
 
-func newProducerActor(c *Client, t *Topic, cfg ProducerConfig) *producerActor {
+func newProducerActor(c *Client, t *meta.Topic, cfg ProducerConfig) *producerActor {
 	a := &producerActor{c: c, topic: t, cfg: cfg, stripes: make(map[stripe.ID]*inflight), rnd: newRand(cfg.Seed),
 		m: c.metrics.Producer(t.Name)}
 	_, _ = rand.Read(a.id[:])

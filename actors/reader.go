@@ -2,6 +2,7 @@ package actors
 
 import (
 	"fmt"
+	"github.com/raidq/raidq/bus/meta"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -62,7 +63,7 @@ type sinkDone struct{}
 // and hands deliveries to the sink (DESIGN §5).
 type readerActor struct {
 	c        *Client
-	topic    *Topic
+	topic    *meta.Topic
 	cfg      ReaderConfig
 	core     *core.Reader
 	log      *slog.Logger

@@ -3,6 +3,7 @@ package actors
 import (
 	"context"
 	"fmt"
+	"github.com/raidq/raidq/bus/meta"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -67,7 +68,7 @@ func (m *maintenance) onInDoubt(msg *nats.Msg) {
 // resolveInDoubt looks for the reported stripe at its offset; true when
 // the report is done with (re-appended, left to the lowest live node, or
 // given up after InDoubtKeep).
-func (m *maintenance) resolveInDoubt(ctx context.Context, t *Topic, k targetKey, tg target, rc core.RepairConfig, local []core.LocalSlot, peers []core.PeerScan) bool {
+func (m *maintenance) resolveInDoubt(ctx context.Context, t *meta.Topic, k targetKey, tg target, rc core.RepairConfig, local []core.LocalSlot, peers []core.PeerScan) bool {
 	ref, members, heard := core.StripeAt(rc, k.offset, tg.id, local, peers)
 	if len(members) < t.Params.K {
 		if allHeard(t.Params.N, rc.Pos, peers) {
@@ -119,7 +120,7 @@ func (m *maintenance) resolveInDoubt(ctx context.Context, t *Topic, k targetKey,
 
 // stripePayload decodes the stripe of group ref at off from k shards:
 // this node's own, if it has one, and fetched ones.
-func (m *maintenance) stripePayload(ctx context.Context, t *Topic, p uint32, rc core.RepairConfig, off uint64,
+func (m *maintenance) stripePayload(ctx context.Context, t *meta.Topic, p uint32, rc core.RepairConfig, off uint64,
 	ref stripe.ShardHeader, members []int) ([]byte, error) {
 	shards := make([]*stripe.Shard, t.Params.N)
 	have := 0
@@ -151,7 +152,7 @@ func (m *maintenance) stripePayload(ctx context.Context, t *Topic, p uint32, rc 
 // ensemble, with a producer's rules (core.Writer: offset from this node's
 // clock, retries at fresh offsets, ack at W). It returns the committed
 // offset.
-func (m *maintenance) reappend(ctx context.Context, t *Topic, p uint32, id stripe.ID, payload []byte) (uint64, error) {
+func (m *maintenance) reappend(ctx context.Context, t *meta.Topic, p uint32, id stripe.ID, payload []byte) (uint64, error) {
 	wc := core.DefaultWriterConfig(t.Params)
 	wc.Nodes = t.Ensembles[p]
 	w := core.NewWriter(wc)

@@ -3,6 +3,7 @@ package actors
 import (
 	"context"
 	"fmt"
+	"github.com/raidq/raidq/bus/meta"
 	"log/slog"
 	"runtime/debug"
 	"sync"
@@ -284,8 +285,8 @@ func (m *maintenance) kick() {
 }
 
 // topics lists the catalog's topics (the catalog must be able to list them:
-// StaticCatalog and the metadata-watched catalog can).
-func (m *maintenance) topics() []*Topic {
+// meta.StaticCatalog and the metadata-watched catalog can).
+func (m *maintenance) topics() []*meta.Topic {
 	l, ok := m.n.cfg.Catalog.(interface{ Names() []string })
 	if !ok {
 		m.mu.Lock()
@@ -296,7 +297,7 @@ func (m *maintenance) topics() []*Topic {
 		m.mu.Unlock()
 		return nil
 	}
-	var out []*Topic
+	var out []*meta.Topic
 	for _, name := range l.Names() {
 		if t, err := m.n.cfg.Catalog.Topic(name); err == nil {
 			out = append(out, t)

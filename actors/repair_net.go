@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/raidq/raidq/bus/meta"
 	"sync"
 
 	"github.com/nats-io/nats.go"
@@ -19,7 +20,7 @@ import (
 // scanPeers scans [from, to) on every other node of the ensemble, in
 // parallel. dead (optional) names nodes that timed out earlier in the same
 // walk: they are not asked again, and nodes that time out now are added.
-func (m *maintenance) scanPeers(ctx context.Context, t *Topic, p uint32, pos int, from, to uint64, probe bool, dead map[string]bool) []core.PeerScan {
+func (m *maintenance) scanPeers(ctx context.Context, t *meta.Topic, p uint32, pos int, from, to uint64, probe bool, dead map[string]bool) []core.PeerScan {
 	ens := t.Ensembles[p]
 	out := make([]core.PeerScan, 0, len(ens)-1)
 	res := make([]core.PeerScan, len(ens))
@@ -83,7 +84,7 @@ func (m *maintenance) scanPeer(ctx context.Context, node string, pos int, topic 
 
 // fetchShard reads the whole shard at off from the node at ensemble
 // position pos (a scan of [off, off+1)).
-func (m *maintenance) fetchShard(ctx context.Context, t *Topic, p uint32, pos int, off uint64) ([]byte, error) {
+func (m *maintenance) fetchShard(ctx context.Context, t *meta.Topic, p uint32, pos int, off uint64) ([]byte, error) {
 	node := t.Ensembles[p][pos]
 	req := bus.ScanReq{Topic: t.Name, Partition: p, From: off, To: off + 1}
 	rep, size, err := m.request(ctx, m.n.subjects.Scan(node, t.Name, p), req)
@@ -136,7 +137,7 @@ func (c shardCache) get(pos int, off uint64) ([]byte, bool) {
 // sources of some fix, over the span of the fixes, and keeps the shards at
 // the fixes' offsets. Nil when there are too few fixes or too many bytes;
 // a failed scan just leaves that position out (rebuild fetches instead).
-func (m *maintenance) prefetch(ctx context.Context, t *Topic, p uint32, fixes []core.Fix) shardCache {
+func (m *maintenance) prefetch(ctx context.Context, t *meta.Topic, p uint32, fixes []core.Fix) shardCache {
 	if len(fixes) < prefetchMinFixes {
 		return nil
 	}

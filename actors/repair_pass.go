@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/raidq/raidq/bus/meta"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -60,12 +61,12 @@ func (m *maintenance) repairPass(ctx context.Context) {
 }
 
 // repairConfig is the core's view of one partition on this node.
-func (m *maintenance) repairConfig(t *Topic, pos int) core.RepairConfig {
+func (m *maintenance) repairConfig(t *meta.Topic, pos int) core.RepairConfig {
 	return core.RepairConfig{Params: t.Params, Pos: pos, Birth: t.BirthFor(m.n.cfg.Store.Incarnation().Birth)}
 }
 
 // repairPartition walks what core.RepairSpans says for one partition.
-func (m *maintenance) repairPartition(ctx context.Context, t *Topic, p uint32, pos int) error {
+func (m *maintenance) repairPartition(ctx context.Context, t *meta.Topic, p uint32, pos int) error {
 	pr, err := m.part(t.Name, p)
 	if err != nil {
 		return err
@@ -99,7 +100,7 @@ func (m *maintenance) repairPartition(ctx context.Context, t *Topic, p uint32, p
 // slots, plan, fix, and save the walk's mark and holes when it says so. A
 // gap walk raises the repaired mark (and records holes) over its done
 // prefix; a window walk raises the verified mark over its done prefix.
-func (m *maintenance) walk(ctx context.Context, t *Topic, p uint32, rc core.RepairConfig, pr *partRepair, sp core.Span) error {
+func (m *maintenance) walk(ctx context.Context, t *meta.Topic, p uint32, rc core.RepairConfig, pr *partRepair, sp core.Span) error {
 	set := &pr.winDone
 	if sp.Gap {
 		set = &pr.gapDone
@@ -200,7 +201,7 @@ func (m *maintenance) commitWait(ctx context.Context, b *slotstore.Batch) error 
 }
 
 // account counts and logs what a plan found.
-func (m *maintenance) account(t *Topic, p uint32, plan core.RangePlan) {
+func (m *maintenance) account(t *meta.Topic, p uint32, plan core.RangePlan) {
 	m.belowN.Add(int64(plan.BelowN))
 	for _, c := range plan.Corrupt {
 		node := t.Ensembles[p][c.Node]
@@ -230,7 +231,7 @@ func (m *maintenance) localEntries(topic string, p uint32, from, to uint64) ([]c
 
 // applyFixes rebuilds and writes the fixes, a few at a time; false if any
 // failed (the range is then not done and is walked again next pass).
-func (m *maintenance) applyFixes(ctx context.Context, t *Topic, p uint32, rc core.RepairConfig, fixes []core.Fix, cache shardCache) bool {
+func (m *maintenance) applyFixes(ctx context.Context, t *meta.Topic, p uint32, rc core.RepairConfig, fixes []core.Fix, cache shardCache) bool {
 	if len(fixes) == 0 {
 		return true
 	}
@@ -257,7 +258,7 @@ func (m *maintenance) applyFixes(ctx context.Context, t *Topic, p uint32, rc cor
 }
 
 // fix rebuilds one shard of this node and writes it through its owner.
-func (m *maintenance) fix(ctx context.Context, t *Topic, p uint32, rc core.RepairConfig, f core.Fix, cache shardCache) bool {
+func (m *maintenance) fix(ctx context.Context, t *meta.Topic, p uint32, rc core.RepairConfig, f core.Fix, cache shardCache) bool {
 	shard, err := m.rebuild(ctx, t, p, rc, f, cache)
 	if err != nil {
 		if ctx.Err() == nil {
@@ -293,7 +294,7 @@ func (m *maintenance) fix(ctx context.Context, t *Topic, p uint32, rc core.Repai
 // rebuild fetches k shards of the fix's group (from the prefetched cache
 // when it has them; other sources when some fail) and rebuilds and checks
 // this node's shard.
-func (m *maintenance) rebuild(ctx context.Context, t *Topic, p uint32, rc core.RepairConfig, f core.Fix, cache shardCache) ([]byte, error) {
+func (m *maintenance) rebuild(ctx context.Context, t *meta.Topic, p uint32, rc core.RepairConfig, f core.Fix, cache shardCache) ([]byte, error) {
 	fetched := make(map[int][]byte, t.Params.K)
 	var errs []error
 	next := 0

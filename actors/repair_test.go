@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/raidq/raidq/bus/meta"
 	"log/slog"
 	"math"
 	"os"
@@ -30,7 +31,7 @@ type repairCluster struct {
 	t      *testing.T
 	log    *slog.Logger
 	srv    *bus.Server
-	cat    *StaticCatalog
+	cat    *meta.StaticCatalog
 	client *Client
 	cnc    *nats.Conn
 	nodes  []*repairNode
@@ -55,7 +56,7 @@ func fastRepair() RepairConfig {
 
 func newRepairCluster(t *testing.T, cfg RepairConfig) *repairCluster {
 	t.Helper()
-	c := &repairCluster{t: t, log: testlog.New(t, slog.LevelWarn), cat: NewStaticCatalog()}
+	c := &repairCluster{t: t, log: testlog.New(t, slog.LevelWarn), cat: meta.NewStaticCatalog()}
 	srv, err := bus.StartServer(bus.ServerOptions{InProcessOnly: true})
 	if err != nil {
 		t.Fatal(err)
@@ -151,20 +152,20 @@ func (c *repairCluster) wipe(i int) {
 	}
 }
 
-func (c *repairCluster) createTopic(name string, partitions int) *Topic {
+func (c *repairCluster) createTopic(name string, partitions int) *meta.Topic {
 	c.t.Helper()
-	ens, err := Ensembles(name, partitions, 6, c.ids())
+	ens, err := meta.Ensembles(name, partitions, 6, c.ids())
 	if err != nil {
 		c.t.Fatal(err)
 	}
-	tp := &Topic{Name: name, Partitions: partitions, Params: quorum.Default(), Ensembles: ens, Created: uint64(time.Now().UnixNano())}
+	tp := &meta.Topic{Name: name, Partitions: partitions, Params: quorum.Default(), Ensembles: ens, Created: uint64(time.Now().UnixNano())}
 	mustPut(c.t, c.cat, tp)
 	return tp
 }
 
 // slots returns what node i's store holds of tp: partition → offset → shard
 // (nothing while the node is down).
-func (c *repairCluster) slots(i int, tp *Topic) []map[uint64][]byte {
+func (c *repairCluster) slots(i int, tp *meta.Topic) []map[uint64][]byte {
 	c.t.Helper()
 	out := make([]map[uint64][]byte, tp.Partitions)
 	for p := range out {
@@ -186,7 +187,7 @@ func (c *repairCluster) slots(i int, tp *Topic) []map[uint64][]byte {
 // redundancy scans every store: for each partition and offset, the good
 // shards of the largest group there. It returns how many decodable stripes
 // have fewer than n, and how many offsets are not decodable at all.
-func (c *repairCluster) redundancy(tp *Topic) (belowN, partial, total int) {
+func (c *repairCluster) redundancy(tp *meta.Topic) (belowN, partial, total int) {
 	c.t.Helper()
 	all := make([][]map[uint64][]byte, len(c.nodes))
 	for i := range c.nodes {
@@ -241,7 +242,7 @@ func (c *repairCluster) index(id string) int {
 
 // produce sends count records (small batches, so many stripes) over the
 // topic's partitions and fails the test if any send fails.
-func (c *repairCluster) produce(tp *Topic, from, count int) {
+func (c *repairCluster) produce(tp *meta.Topic, from, count int) {
 	c.t.Helper()
 	p, err := c.client.NewProducer(ProducerConfig{Topic: tp.Name, MaxBatchBytes: 512})
 	if err != nil {
@@ -334,7 +335,7 @@ func TestRepairAfterKill(t *testing.T) {
 
 // scanStatus scans [from, to) of tp/p on node i over NATS (paged) and
 // returns the status (UNKNOWN if any page said so) and the offsets seen.
-func (c *repairCluster) scanStatus(i int, tp *Topic, p uint32, from, to uint64) (bus.Status, map[uint64][]byte) {
+func (c *repairCluster) scanStatus(i int, tp *meta.Topic, p uint32, from, to uint64) (bus.Status, map[uint64][]byte) {
 	c.t.Helper()
 	subj := c.client.subjects.Scan(c.nodes[i].id, tp.Name, p)
 	seen := map[uint64][]byte{}
@@ -366,7 +367,7 @@ func (c *repairCluster) scanStatus(i int, tp *Topic, p uint32, from, to uint64) 
 // checkNeverEmpty scans every range node i held a slot in and fails if
 // the node answers OK ("this is all there is") while a slot it held is
 // missing. It returns whether every range answered OK.
-func (c *repairCluster) checkNeverEmpty(i int, tp *Topic, held []map[uint64][]byte) bool {
+func (c *repairCluster) checkNeverEmpty(i int, tp *meta.Topic, held []map[uint64][]byte) bool {
 	c.t.Helper()
 	allOK := true
 	for p, slots := range held {

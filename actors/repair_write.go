@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/raidq/raidq/bus/meta"
 
 	"github.com/raidq/raidq/bus"
 	"github.com/raidq/raidq/slotstore"
@@ -18,7 +19,7 @@ import (
 
 // repairWriteLocal writes a rebuilt shard through its slot owner and
 // waits for the answer (OK only once it is durable).
-func (n *Node) repairWriteLocal(ctx context.Context, t *Topic, p uint32, shard []byte) (bus.Status, string, error) {
+func (n *Node) repairWriteLocal(ctx context.Context, t *meta.Topic, p uint32, shard []byte) (bus.Status, string, error) {
 	h, err := stripe.ParseHeader(shard)
 	if err != nil {
 		return 0, "", err

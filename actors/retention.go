@@ -2,6 +2,7 @@ package actors
 
 import (
 	"context"
+	"github.com/raidq/raidq/bus/meta"
 	"math"
 
 	"github.com/raidq/raidq/actors/core"
@@ -40,7 +41,7 @@ func (m *maintenance) retentionPass(ctx context.Context) {
 }
 
 // retainPartition applies a topic's retention to one partition at now.
-func (m *maintenance) retainPartition(ctx context.Context, t *Topic, p uint32, now int64) error {
+func (m *maintenance) retainPartition(ctx context.Context, t *meta.Topic, p uint32, now int64) error {
 	pr, err := m.part(t.Name, p)
 	if err != nil {
 		return err

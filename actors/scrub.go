@@ -3,6 +3,7 @@ package actors
 import (
 	"context"
 	"fmt"
+	"github.com/raidq/raidq/bus/meta"
 	"math"
 	"time"
 
@@ -44,7 +45,7 @@ func (m *maintenance) scrubPass(ctx context.Context) {
 }
 
 // scrubPartition checks one partition's shards, a chunk at a time.
-func (m *maintenance) scrubPartition(ctx context.Context, t *Topic, p uint32, pos int) (checked, bad int, err error) {
+func (m *maintenance) scrubPartition(ctx context.Context, t *meta.Topic, p uint32, pos int) (checked, bad int, err error) {
 	for cur := uint64(0); ctx.Err() == nil; {
 		var chunk []entryCopy
 		size := 0
@@ -83,7 +84,7 @@ type entryCopy struct {
 }
 
 // checkStored verifies one stored shard of ensemble position pos.
-func checkStored(t *Topic, pos int, off uint64, b []byte) error {
+func checkStored(t *meta.Topic, pos int, off uint64, b []byte) error {
 	s, err := stripe.Parse(b)
 	if err != nil {
 		return err

@@ -2,7 +2,7 @@ package core
 
 import (
 	"fmt"
-	"hash/fnv"
+	"github.com/raidq/raidq/stripe/placement"
 	"slices"
 	"sort"
 )
@@ -123,15 +123,7 @@ func (l *Liveness) Live(now int64) []string {
 func AssignPartitions(group, topic string, partitions int, members []string, member string) []int {
 	var out []int
 	for p := 0; p < partitions; p++ {
-		best, bestScore := "", uint64(0)
-		for _, m := range members {
-			h := fnv.New64a()
-			fmt.Fprintf(h, "%s/%s/%d/%s", group, topic, p, m)
-			s := h.Sum64()
-			if best == "" || s > bestScore || (s == bestScore && m < best) {
-				best, bestScore = m, s
-			}
-		}
+		best := placement.Winner(fmt.Sprintf("%s/%s/%d", group, topic, p), members)
 		if best == member {
 			out = append(out, p)
 		}

@@ -39,10 +39,10 @@ import (
 	"github.com/raidq/raidq/bus/meta"
 )
 
-// Catalog is a topic catalog that can list its topics (*actors.StaticCatalog
-// and *meta.Catalog are).
+// Catalog is a topic catalog that can list its topics (*meta.StaticCatalog
+// and *meta.WatchedCatalog are).
 type Catalog interface {
-	actors.Catalog
+	meta.Catalog
 	Names() []string
 }
 

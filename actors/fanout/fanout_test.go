@@ -43,7 +43,7 @@ type env struct {
 	log   *slog.Logger
 	srv   *bus.Server
 	meta  *meta.Store
-	cat   *meta.Catalog
+	cat   *meta.WatchedCatalog
 	nodes []string
 }
 

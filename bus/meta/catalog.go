@@ -8,15 +8,13 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
-
-	"github.com/raidq/raidq/actors"
 )
 
-// Catalog is an actors.Catalog kept current by a KV watcher. Lookups read
+// Catalog is an Catalog kept current by a KV watcher. Lookups read
 // the cache only, so nodes and producers keep working on it while the
 // metadata bucket is briefly unavailable (DESIGN §7).
-type Catalog struct {
-	*actors.StaticCatalog
+type WatchedCatalog struct {
+	*StaticCatalog
 	w      jetstream.KeyWatcher
 	cancel context.CancelFunc
 	done   chan struct{}
@@ -43,7 +41,7 @@ const CatalogRefresh = 3 * time.Second
 // after the election: its consumer was never created. So a watch that has
 // not loaded within an attempt's wait (3 s, then doubling) is stopped and
 // a new one started, until ctx ends; the last error says how long it tried.
-func (s *Store) WatchCatalog(ctx context.Context) (*Catalog, error) {
+func (s *Store) WatchCatalog(ctx context.Context) (*WatchedCatalog, error) {
 	start := time.Now()
 	wait := 3 * time.Second
 	for attempt := 1; ; attempt++ {
@@ -76,21 +74,21 @@ func (s *Store) WatchCatalog(ctx context.Context) (*Catalog, error) {
 }
 
 // watchOnce starts one catalog watch and its poll.
-func (s *Store) watchOnce() (*Catalog, error) {
+func (s *Store) watchOnce() (*WatchedCatalog, error) {
 	wctx, cancel := context.WithCancel(context.Background())
 	w, err := s.meta.Watch(wctx, "topic.*")
 	if err != nil {
 		cancel()
 		return nil, err
 	}
-	c := &Catalog{StaticCatalog: actors.NewStaticCatalog(), w: w, cancel: cancel, done: make(chan struct{}), ready: make(chan struct{}),
+	c := &WatchedCatalog{StaticCatalog: NewStaticCatalog(), w: w, cancel: cancel, done: make(chan struct{}), ready: make(chan struct{}),
 		polled: make(chan struct{}), revs: make(map[string]uint64)}
 	go c.run(s)
 	go c.poll(wctx, s)
 	return c, nil
 }
 
-func (c *Catalog) run(s *Store) {
+func (c *WatchedCatalog) run(s *Store) {
 	defer close(c.done)
 	readyOnce := false
 	for e := range c.w.Updates() {
@@ -121,7 +119,7 @@ func (c *Catalog) run(s *Store) {
 
 // apply puts a watched or polled topic record into the cache unless the
 // cache already holds a newer revision.
-func (c *Catalog) apply(s *Store, e jetstream.KeyValueEntry) {
+func (c *WatchedCatalog) apply(s *Store, e jetstream.KeyValueEntry) {
 	name := strings.TrimPrefix(e.Key(), "topic.")
 	r, err := DecodeTopic(e.Value())
 	if err != nil {
@@ -142,7 +140,7 @@ func (c *Catalog) apply(s *Store, e jetstream.KeyValueEntry) {
 
 // poll re-reads every topic record every CatalogRefresh until ctx ends
 // (Close). A failed read (metadata unavailable) is tried again next time.
-func (c *Catalog) poll(ctx context.Context, s *Store) {
+func (c *WatchedCatalog) poll(ctx context.Context, s *Store) {
 	defer close(c.polled)
 	t := time.NewTicker(CatalogRefresh)
 	defer t.Stop()
@@ -169,7 +167,7 @@ func (c *Catalog) poll(ctx context.Context, s *Store) {
 }
 
 // Close stops the watcher and the poll.
-func (c *Catalog) Close() {
+func (c *WatchedCatalog) Close() {
 	_ = c.w.Stop()
 	c.cancel()
 	<-c.done

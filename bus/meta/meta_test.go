@@ -8,12 +8,10 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/goleak"
-
-	"github.com/raidq/raidq/actors"
 	"github.com/raidq/raidq/bus"
 	"github.com/raidq/raidq/scenarios/testlog"
 	"github.com/raidq/raidq/stripe/quorum"
+	"go.uber.org/goleak"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -89,8 +87,8 @@ func TestTopicsAndCatalog(t *testing.T) {
 	if err := s.DeleteTopic(ctx, "orders"); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, func() bool { _, err := cat.Topic("orders"); return errors.Is(err, actors.ErrUnknownTopic) })
-	if _, err := s.Topic(ctx, "orders"); !errors.Is(err, actors.ErrUnknownTopic) {
+	waitFor(t, func() bool { _, err := cat.Topic("orders"); return errors.Is(err, ErrUnknownTopic) })
+	if _, err := s.Topic(ctx, "orders"); !errors.Is(err, ErrUnknownTopic) {
 		t.Fatalf("deleted topic still there: %v", err)
 	}
 	ts, err := s.Topics(ctx)

@@ -8,11 +8,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"time"
-
-	"github.com/raidq/raidq/actors"
 	"github.com/raidq/raidq/bus"
 	"github.com/raidq/raidq/stripe/quorum"
+	"time"
 )
 
 // Errors.
@@ -73,8 +71,8 @@ func (r *TopicRecord) Params() quorum.Params {
 }
 
 // Topic converts the record to the catalog's form.
-func (r *TopicRecord) Topic() *actors.Topic {
-	return &actors.Topic{Name: r.Name, Partitions: r.Partitions, Params: r.Params(), Ensembles: r.Ensembles, Created: r.Created,
+func (r *TopicRecord) Topic() *Topic {
+	return &Topic{Name: r.Name, Partitions: r.Partitions, Params: r.Params(), Ensembles: r.Ensembles, Created: r.Created,
 		Retention: time.Duration(r.Retention), RetentionBytes: r.RetentionBytes}
 }
 

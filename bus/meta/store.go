@@ -13,8 +13,6 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-
-	"github.com/raidq/raidq/actors"
 	"github.com/raidq/raidq/bus"
 	"github.com/raidq/raidq/stripe/quorum"
 )
@@ -264,8 +262,8 @@ func (s *Store) CreateTopic(ctx context.Context, spec TopicSpec, now time.Time) 
 	if err := spec.Params.Validate(); err != nil {
 		return TopicRecord{}, err
 	}
-	if spec.Partitions < 1 || spec.Partitions > actors.MaxPartitions {
-		return TopicRecord{}, fmt.Errorf("--partitions %d: must be 1..%d", spec.Partitions, actors.MaxPartitions)
+	if spec.Partitions < 1 || spec.Partitions > MaxPartitions {
+		return TopicRecord{}, fmt.Errorf("--partitions %d: must be 1..%d", spec.Partitions, MaxPartitions)
 	}
 	members, err := s.Members(ctx)
 	if err != nil {
@@ -277,7 +275,7 @@ func (s *Store) CreateTopic(ctx context.Context, spec TopicSpec, now time.Time) 
 			live = append(live, m.ID)
 		}
 	}
-	ens, err := actors.Ensembles(spec.Name, spec.Partitions, spec.Params.N, live)
+	ens, err := Ensembles(spec.Name, spec.Partitions, spec.Params.N, live)
 	if err != nil {
 		return TopicRecord{}, fmt.Errorf("%w (live nodes: %s)", err, strings.Join(live, " "))
 	}
@@ -307,7 +305,7 @@ func (s *Store) Topic(ctx context.Context, name string) (TopicRecord, error) {
 	defer cancel()
 	e, err := s.meta.Get(ctx, "topic."+name)
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
-		return TopicRecord{}, fmt.Errorf("%w %q", actors.ErrUnknownTopic, name)
+		return TopicRecord{}, fmt.Errorf("%w %q", ErrUnknownTopic, name)
 	}
 	if err != nil {
 		return TopicRecord{}, err

@@ -1,9 +1,9 @@
-package actors
+package meta
 
 import (
 	"errors"
 	"fmt"
-	"hash/fnv"
+	"github.com/raidq/raidq/stripe/placement"
 	"sort"
 	"sync"
 	"time"
@@ -151,20 +151,7 @@ func Ensembles(topic string, partitions, n int, members []string) ([][]string, e
 	}
 	out := make([][]string, partitions)
 	for p := range out {
-		type scored struct {
-			id    string
-			score uint64
-		}
-		s := make([]scored, len(members))
-		for i, m := range members {
-			h := fnv.New64a()
-			fmt.Fprintf(h, "%s/%d/%s", topic, p, m)
-			s[i] = scored{m, h.Sum64()}
-		}
-		sort.Slice(s, func(a, b int) bool { return s[a].score > s[b].score || (s[a].score == s[b].score && s[a].id < s[b].id) })
-		for i := 0; i < n; i++ {
-			out[p] = append(out[p], s[i].id)
-		}
+		out[p] = placement.Rank(fmt.Sprintf("%s/%d", topic, p), members)[:n]
 	}
 	return out, nil
 }
