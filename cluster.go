@@ -18,6 +18,7 @@ import (
 	"github.com/raidq/raidq/actors/fanout"
 	"github.com/raidq/raidq/bus"
 	"github.com/raidq/raidq/bus/meta"
+	"github.com/raidq/raidq/bus/natsserver"
 	"github.com/raidq/raidq/slotstore"
 )
 
@@ -51,18 +52,18 @@ type LocalClusterConfig struct {
 	// value: the defaults; actors.RepairConfig).
 	Repair actors.RepairConfig
 	// Auth turns on authentication and subject permissions on the NATS
-	// server (the users of an auth file, bus.LoadAuthFile); the nodes and
+	// server (the users of an auth file, natsserver.LoadAuthFile); the nodes and
 	// Connect's clients use an in-process node identity. nil: no
 	// authentication. TLS makes the client port require TLS (raidq dev
 	// --tls). See docs/security.md.
-	Auth *bus.AuthConfig
-	TLS  *bus.TLSFiles
+	Auth *natsserver.AuthConfig
+	TLS  *natsserver.TLSFiles
 }
 
 // LocalCluster is an in-process raidq cluster (demo, dev, tests).
 type LocalCluster struct {
 	cfg     LocalClusterConfig
-	server  *bus.Server
+	server  *natsserver.Server
 	catalog *meta.StaticCatalog
 	mu      sync.Mutex
 	nodes   []*localNode
@@ -108,7 +109,7 @@ func StartLocalCluster(cfg LocalClusterConfig) (*LocalCluster, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	so := bus.ServerOptions{Name: "raidq-" + cfg.Cluster, InProcessOnly: cfg.Listen == "", Logger: nil}
+	so := natsserver.ServerOptions{Name: "raidq-" + cfg.Cluster, InProcessOnly: cfg.Listen == "", Logger: nil}
 	if cfg.Metadata {
 		so.JetStream, so.StoreDir = true, filepath.Join(cfg.Dir, "nats")
 		so.MaxMemory, so.MaxStore = DefaultNodeJSMaxMemory, DefaultNodeJSMaxStore
@@ -121,13 +122,13 @@ func StartLocalCluster(cfg LocalClusterConfig) (*LocalCluster, error) {
 		so.Host, so.Port = host, port
 	}
 	if cfg.Auth != nil || cfg.TLS != nil { // security.go
-		sec, err := bus.NewSecurity(cfg.Cluster, cfg.Auth, cfg.TLS)
+		sec, err := natsserver.NewSecurity(cfg.Cluster, cfg.Auth, cfg.TLS)
 		if err != nil {
 			return nil, fmt.Errorf("local cluster: %w", err)
 		}
 		so.Security = sec
 	}
-	srv, err := bus.StartServer(so)
+	srv, err := natsserver.StartServer(so)
 	if err != nil {
 		return nil, fmt.Errorf("local cluster: start NATS: %w", err)
 	}

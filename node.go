@@ -21,6 +21,7 @@ import (
 	"github.com/raidq/raidq/actors/fanout"
 	"github.com/raidq/raidq/bus"
 	"github.com/raidq/raidq/bus/meta"
+	"github.com/raidq/raidq/bus/natsserver"
 	"github.com/raidq/raidq/slotstore"
 )
 
@@ -102,8 +103,8 @@ type NodeOptions struct {
 	// node_security.go and docs/security.md); the node then starts without
 	// Insecure. TLS makes the client port require TLS and the route port
 	// mutual TLS (--tls-cert, --tls-key, --tls-ca).
-	Auth *bus.AuthConfig
-	TLS  *bus.TLSFiles
+	Auth *natsserver.AuthConfig
+	TLS  *natsserver.TLSFiles
 	// NATSAuthenticated says NATSOptions carry credentials for NATSURL:
 	// the node then starts without Insecure.
 	NATSAuthenticated bool
@@ -280,7 +281,7 @@ type Node struct {
 	opts    NodeOptions
 	log     *slog.Logger
 	store   slotstore.Store
-	server  *bus.Server // nil when joined to an existing NATS system
+	server  *natsserver.Server // nil when joined to an existing NATS system
 	nc      *nats.Conn
 	meta    *meta.Store
 	catalog *meta.WatchedCatalog
@@ -428,7 +429,7 @@ func knownServers(nc *nats.Conn) int {
 func (n *Node) startServer() error {
 	o := n.opts
 	host, port, _ := splitHostPort(o.Listen)
-	so := bus.ServerOptions{Name: o.ID, Host: host, Port: port, JetStream: true,
+	so := natsserver.ServerOptions{Name: o.ID, Host: host, Port: port, JetStream: true,
 		StoreDir: filepath.Join(o.DataDir, nodeJSDir), MaxMemory: o.JetStreamMaxMemory, MaxStore: o.JetStreamMaxStore,
 		Logger: n.log}
 	sec, err := n.security() // node_security.go
@@ -440,7 +441,7 @@ func (n *Node) startServer() error {
 		ch, cp, _ := splitHostPort(o.ClusterListen)
 		so.ClusterName, so.ClusterHost, so.ClusterPort, so.Routes = o.Cluster, ch, cp, o.Routes
 	}
-	srv, err := bus.StartServer(so)
+	srv, err := natsserver.StartServer(so)
 	if err != nil {
 		return fmt.Errorf("node %s: start the NATS server (listen %s): %w", o.ID, o.Listen, err)
 	}

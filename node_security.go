@@ -4,7 +4,7 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/raidq/raidq/bus"
+	"github.com/raidq/raidq/bus/natsserver"
 )
 
 // Security of a node (docs/security.md): an embedded server either runs
@@ -48,12 +48,12 @@ func (o *NodeOptions) checkSecurity() error {
 }
 
 // security builds the embedded server's Security (nil: none).
-func (n *Node) security() (*bus.Security, error) {
+func (n *Node) security() (*natsserver.Security, error) {
 	o := n.opts
 	if o.Auth == nil && o.TLS == nil {
 		return nil, nil
 	}
-	sec, err := bus.NewSecurity(o.Cluster, o.Auth, o.TLS)
+	sec, err := natsserver.NewSecurity(o.Cluster, o.Auth, o.TLS)
 	if err != nil {
 		return nil, fmt.Errorf("node %s: %w", o.ID, err)
 	}
@@ -70,7 +70,7 @@ func (n *Node) security() (*bus.Security, error) {
 	return sec, nil
 }
 
-func tlsClientMode(f *bus.TLSFiles) string {
+func tlsClientMode(f *natsserver.TLSFiles) string {
 	switch {
 	case f.VerifyClients:
 		return "required"
@@ -93,9 +93,9 @@ func (n *Node) InternalViolations() int64 {
 // Refusals counts what the node's embedded NATS server refused since it
 // started: permission violations, authentication and TLS failures (each is
 // also logged at Error by the server with the connection and user).
-func (n *Node) Refusals() bus.Refusals {
+func (n *Node) Refusals() natsserver.Refusals {
 	if n.server == nil {
-		return bus.Refusals{}
+		return natsserver.Refusals{}
 	}
 	return n.server.Refusals()
 }

@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/raidq/raidq"
-	"github.com/raidq/raidq/bus"
+	"github.com/raidq/raidq/bus/natsserver"
 	"github.com/raidq/raidq/scenarios/cluster"
 	"github.com/raidq/raidq/scenarios/testlog"
 )
@@ -22,11 +22,11 @@ import (
 func TestStartNodeSecurityRefuses(t *testing.T) {
 	log := testlog.New(t, slog.LevelWarn)
 	dir := t.TempDir()
-	tlsb, _, err := bus.EnsureDevTLS(filepath.Join(dir, "tls"), nil)
+	tlsb, _, err := natsserver.EnsureDevTLS(filepath.Join(dir, "tls"), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	auth, err := bus.ParseAuthConfig([]byte(`users: [{user: a, password: b, roles: [admin]}]`))
+	auth, err := natsserver.ParseAuthConfig([]byte(`users: [{user: a, password: b, roles: [admin]}]`))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -44,10 +44,10 @@ func TestStartNodeSecurityRefuses(t *testing.T) {
 		}, "routes between nodes must authenticate", nil},
 		{"clustered TLS without a CA", func(o *raidq.NodeOptions) {
 			o.Auth, o.ClusterListen = auth, "127.0.0.1:-1"
-			o.TLS = &bus.TLSFiles{Cert: tlsb.Cert, Key: tlsb.Key}
+			o.TLS = &natsserver.TLSFiles{Cert: tlsb.Cert, Key: tlsb.Key}
 		}, "--tls-ca", nil},
 		{"a certificate without its key", func(o *raidq.NodeOptions) {
-			o.Auth, o.TLS = auth, &bus.TLSFiles{Cert: tlsb.Cert}
+			o.Auth, o.TLS = auth, &natsserver.TLSFiles{Cert: tlsb.Cert}
 		}, "--tls-key", nil},
 		{"auth with --nats", func(o *raidq.NodeOptions) { o.Listen, o.NATSURL, o.Auth = "", "nats://127.0.0.1:1", auth }, "--nats", nil},
 		{"--nats without credentials", func(o *raidq.NodeOptions) { o.Listen, o.NATSURL = "", "nats://127.0.0.1:1" }, "--nats-creds", raidq.ErrNoAuth},
@@ -72,7 +72,7 @@ func TestNodesWithAuth(t *testing.T) {
 	}
 	log := testlog.New(t, slog.LevelWarn)
 	dir := t.TempDir()
-	auth, err := bus.ParseAuthConfig([]byte(`
+	auth, err := natsserver.ParseAuthConfig([]byte(`
 users: [
   {user: ops, password: o, roles: [admin]}
   {user: app, password: a, producer: [orders], consumer: [orders]}

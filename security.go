@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nkeys"
 
 	"github.com/raidq/raidq/bus"
+	"github.com/raidq/raidq/bus/natsserver"
 )
 
 // Client authentication and TLS (docs/security.md). A cluster started with
@@ -182,4 +183,4 @@ func connectHint(url string, err error, opts []nats.Option) string {
 
 // NATSServer is the cluster's embedded NATS server (tests check its
 // Security().InternalViolations()).
-func (lc *LocalCluster) NATSServer() *bus.Server { return lc.server }
+func (lc *LocalCluster) NATSServer() *natsserver.Server { return lc.server }

@@ -19,6 +19,7 @@ import (
 	"github.com/raidq/raidq/actors"
 	"github.com/raidq/raidq/bus"
 	"github.com/raidq/raidq/bus/meta"
+	"github.com/raidq/raidq/bus/natsserver"
 	"github.com/raidq/raidq/scenarios/testlog"
 )
 
@@ -65,7 +66,7 @@ func (v *violations) wait(t *testing.T, substr string) {
 type secEnv struct {
 	lc      *raidq.LocalCluster
 	url     string
-	tls     bus.TLSBundle
+	tls     natsserver.TLSBundle
 	cluster string
 	nkey    string // seed file of the nkey consumer
 }
@@ -75,7 +76,7 @@ const secCluster = "sec"
 func startSecureCluster(t *testing.T) *secEnv {
 	t.Helper()
 	dir := t.TempDir()
-	b, _, err := bus.EnsureDevTLS(filepath.Join(dir, "tls"), nil)
+	b, _, err := natsserver.EnsureDevTLS(filepath.Join(dir, "tls"), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -89,7 +90,7 @@ func startSecureCluster(t *testing.T) *secEnv {
 	if err := os.WriteFile(seedFile, seed, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	auth, err := bus.ParseAuthConfig([]byte(fmt.Sprintf(`
+	auth, err := natsserver.ParseAuthConfig([]byte(fmt.Sprintf(`
 users: [
   {user: ops, password: opspw, roles: [admin]}
   {user: shop, password: shoppw, producer: [orders]}
@@ -173,7 +174,7 @@ func TestSecurityRoles(t *testing.T) {
 	// the deliver subjects.
 	var cv violations
 	cons := e.connect(t, raidq.ClientAuth{User: "reader", Password: "readerpw"}, &cv)
-	sub, err := cons.Conn().SubscribeSync(bus.MustSubjects(e.cluster).DeliverAll("orders"))
+	sub, err := cons.Conn().SubscribeSync(natsserver.MustSubjects(e.cluster).DeliverAll("orders"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -218,7 +219,7 @@ func TestSecurityRoles(t *testing.T) {
 	_ = pp.Close(context.Background())
 	pv.wait(t, "Publish to \"raidq.sec.slot.")
 
-	s := bus.MustSubjects(e.cluster)
+	s := natsserver.MustSubjects(e.cluster)
 	scan := bus.ScanReq{Topic: "orders", Partition: 0, From: 1, To: 2}
 	if _, err := prod.Conn().Request(s.Scan("n0", "orders", 0), scan.Marshal(), 500*time.Millisecond); err == nil {
 		t.Error("producer scanned orders")

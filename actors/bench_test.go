@@ -3,7 +3,6 @@ package actors
 import (
 	"context"
 	"fmt"
-	"github.com/raidq/raidq/bus/meta"
 	"log/slog"
 	"runtime"
 	"sync/atomic"
@@ -15,6 +14,8 @@ import (
 
 	"github.com/raidq/raidq/actors/metrics"
 	"github.com/raidq/raidq/bus"
+	"github.com/raidq/raidq/bus/meta"
+	"github.com/raidq/raidq/bus/natsserver"
 	"github.com/raidq/raidq/slotstore"
 	"github.com/raidq/raidq/stripe"
 	"github.com/raidq/raidq/stripe/quorum"
@@ -23,7 +24,7 @@ import (
 // benchCluster is n in-process nodes behind one in-process NATS server
 // and a client, on the real clock, for benchmarks.
 type benchCluster struct {
-	srv    *bus.Server
+	srv    *natsserver.Server
 	cat    *meta.StaticCatalog
 	ids    []string
 	nodes  []*Node
@@ -39,7 +40,7 @@ func newBenchCluster(b *testing.B, n int, open func(i int) slotstore.Store) *ben
 	b.Helper()
 	log := slog.New(slog.DiscardHandler)
 	c := &benchCluster{cat: meta.NewStaticCatalog()}
-	srv, err := bus.StartServer(bus.ServerOptions{InProcessOnly: true})
+	srv, err := natsserver.StartServer(natsserver.ServerOptions{InProcessOnly: true})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -2,7 +2,6 @@ package actors
 
 import (
 	"fmt"
-	"github.com/raidq/raidq/bus/meta"
 	"log/slog"
 	"sync"
 	"time"
@@ -14,6 +13,7 @@ import (
 	"github.com/raidq/raidq/actors/core"
 	"github.com/raidq/raidq/actors/metrics"
 	"github.com/raidq/raidq/bus"
+	"github.com/raidq/raidq/bus/meta"
 )
 
 // ClientConfig configures the client side (producers and readers).

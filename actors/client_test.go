@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/raidq/raidq/bus/meta"
 	"log/slog"
 	"maps"
 	"strings"
@@ -13,7 +12,8 @@ import (
 	"time"
 
 	"github.com/raidq/raidq/actors/core"
-	"github.com/raidq/raidq/bus"
+	"github.com/raidq/raidq/bus/meta"
+	"github.com/raidq/raidq/bus/natsserver"
 	"github.com/raidq/raidq/scenarios/testlog"
 	"github.com/raidq/raidq/slotstore"
 	"github.com/raidq/raidq/stripe"
@@ -25,7 +25,7 @@ import (
 type miniCluster struct {
 	t      *testing.T
 	log    *slog.Logger
-	srv    *bus.Server
+	srv    *natsserver.Server
 	cat    *meta.StaticCatalog
 	ids    []string
 	nodes  []*Node
@@ -36,7 +36,7 @@ type miniCluster struct {
 func newMiniCluster(t *testing.T, n int) *miniCluster {
 	t.Helper()
 	c := &miniCluster{t: t, log: testlog.New(t, slog.LevelWarn), cat: meta.NewStaticCatalog()}
-	srv, err := bus.StartServer(bus.ServerOptions{InProcessOnly: true})
+	srv, err := natsserver.StartServer(natsserver.ServerOptions{InProcessOnly: true})
 	if err != nil {
 		t.Fatal(err)
 	}

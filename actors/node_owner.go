@@ -2,7 +2,6 @@ package actors
 
 import (
 	"fmt"
-	"github.com/raidq/raidq/bus/meta"
 	"math"
 	"sync/atomic"
 	"time"
@@ -11,6 +10,7 @@ import (
 
 	"github.com/raidq/raidq/actors/core"
 	"github.com/raidq/raidq/bus"
+	"github.com/raidq/raidq/bus/meta"
 	"github.com/raidq/raidq/slotstore"
 	"github.com/raidq/raidq/stripe"
 )

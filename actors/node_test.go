@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/raidq/raidq/bus/meta"
 	"log/slog"
 	"strings"
 	"sync/atomic"
@@ -17,6 +16,8 @@ import (
 
 	"github.com/raidq/raidq/actors/core"
 	"github.com/raidq/raidq/bus"
+	"github.com/raidq/raidq/bus/meta"
+	"github.com/raidq/raidq/bus/natsserver"
 	"github.com/raidq/raidq/scenarios/testlog"
 	"github.com/raidq/raidq/slotstore"
 	"github.com/raidq/raidq/stripe"
@@ -89,7 +90,7 @@ type envOpts struct {
 type nodeEnv struct {
 	t      *testing.T
 	log    *slog.Logger
-	srv    *bus.Server
+	srv    *natsserver.Server
 	nc     *nats.Conn // the test's client connection
 	nodeNC *nats.Conn
 	mem    *slotstore.MemStore
@@ -111,7 +112,7 @@ func newEnv(t *testing.T, o envOpts) *nodeEnv {
 		o.created = base - 5*second
 	}
 	e := &nodeEnv{t: t, log: testlog.New(t, slog.LevelWarn), clock: newClock(midTime), cat: meta.NewStaticCatalog()}
-	srv, err := bus.StartServer(bus.ServerOptions{InProcessOnly: true, MaxPayload: o.maxPayload})
+	srv, err := natsserver.StartServer(natsserver.ServerOptions{InProcessOnly: true, MaxPayload: o.maxPayload})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"fmt"
-	"github.com/raidq/raidq/bus/meta"
 	"hash/fnv"
 	mrand "math/rand/v2"
 	"time"
@@ -12,6 +11,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/raidq/raidq/actors/core"
+	"github.com/raidq/raidq/bus/meta"
 	"github.com/raidq/raidq/stripe"
 )
 

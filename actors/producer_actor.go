@@ -3,7 +3,6 @@ package actors
 import (
 	"crypto/rand"
 	"fmt"
-	"github.com/raidq/raidq/bus/meta"
 	mrand "math/rand/v2"
 	"sync/atomic"
 	"time"
@@ -14,6 +13,7 @@ import (
 	"github.com/raidq/raidq/actors/core"
 	"github.com/raidq/raidq/actors/metrics"
 	"github.com/raidq/raidq/bus"
+	"github.com/raidq/raidq/bus/meta"
 	"github.com/raidq/raidq/stripe"
 )
 

@@ -2,7 +2,6 @@ package actors
 
 import (
 	"fmt"
-	"github.com/raidq/raidq/bus/meta"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -15,6 +14,7 @@ import (
 	"github.com/raidq/raidq/actors/core"
 	"github.com/raidq/raidq/actors/metrics"
 	"github.com/raidq/raidq/bus"
+	"github.com/raidq/raidq/bus/meta"
 )
 
 // ReaderConfig configures one partition reader.

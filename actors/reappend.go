@@ -3,13 +3,13 @@ package actors
 import (
 	"context"
 	"fmt"
-	"github.com/raidq/raidq/bus/meta"
 	"time"
 
 	"github.com/nats-io/nats.go"
 
 	"github.com/raidq/raidq/actors/core"
 	"github.com/raidq/raidq/bus"
+	"github.com/raidq/raidq/bus/meta"
 	"github.com/raidq/raidq/slotstore"
 	"github.com/raidq/raidq/stripe"
 )

@@ -3,7 +3,6 @@ package actors
 import (
 	"context"
 	"fmt"
-	"github.com/raidq/raidq/bus/meta"
 	"log/slog"
 	"runtime/debug"
 	"sync"
@@ -15,6 +14,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/raidq/raidq/actors/core"
+	"github.com/raidq/raidq/bus/meta"
 	"github.com/raidq/raidq/slotstore"
 	"github.com/raidq/raidq/stripe"
 )

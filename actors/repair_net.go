@@ -4,13 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/raidq/raidq/bus/meta"
 	"sync"
 
 	"github.com/nats-io/nats.go"
 
 	"github.com/raidq/raidq/actors/core"
 	"github.com/raidq/raidq/bus"
+	"github.com/raidq/raidq/bus/meta"
 )
 
 // Repair's requests to the other nodes: the ordinary scan requests of the

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/raidq/raidq/bus/meta"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -12,6 +11,7 @@ import (
 
 	"github.com/raidq/raidq/actors/core"
 	"github.com/raidq/raidq/bus"
+	"github.com/raidq/raidq/bus/meta"
 	"github.com/raidq/raidq/slotstore"
 	"github.com/raidq/raidq/stripe"
 )

@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/raidq/raidq/bus/meta"
 	"log/slog"
 	"math"
 	"os"
@@ -18,6 +17,8 @@ import (
 
 	"github.com/raidq/raidq/actors/core"
 	"github.com/raidq/raidq/bus"
+	"github.com/raidq/raidq/bus/meta"
+	"github.com/raidq/raidq/bus/natsserver"
 	"github.com/raidq/raidq/scenarios/testlog"
 	"github.com/raidq/raidq/slotstore"
 	"github.com/raidq/raidq/stripe"
@@ -30,7 +31,7 @@ import (
 type repairCluster struct {
 	t      *testing.T
 	log    *slog.Logger
-	srv    *bus.Server
+	srv    *natsserver.Server
 	cat    *meta.StaticCatalog
 	client *Client
 	cnc    *nats.Conn
@@ -57,7 +58,7 @@ func fastRepair() RepairConfig {
 func newRepairCluster(t *testing.T, cfg RepairConfig) *repairCluster {
 	t.Helper()
 	c := &repairCluster{t: t, log: testlog.New(t, slog.LevelWarn), cat: meta.NewStaticCatalog()}
-	srv, err := bus.StartServer(bus.ServerOptions{InProcessOnly: true})
+	srv, err := natsserver.StartServer(natsserver.ServerOptions{InProcessOnly: true})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,9 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/raidq/raidq/bus/meta"
 
 	"github.com/raidq/raidq/bus"
+	"github.com/raidq/raidq/bus/meta"
 	"github.com/raidq/raidq/slotstore"
 	"github.com/raidq/raidq/stripe"
 )

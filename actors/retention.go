@@ -2,10 +2,10 @@ package actors
 
 import (
 	"context"
-	"github.com/raidq/raidq/bus/meta"
 	"math"
 
 	"github.com/raidq/raidq/actors/core"
+	"github.com/raidq/raidq/bus/meta"
 	"github.com/raidq/raidq/slotstore"
 )
 

@@ -3,10 +3,10 @@ package actors
 import (
 	"context"
 	"fmt"
-	"github.com/raidq/raidq/bus/meta"
 	"math"
 	"time"
 
+	"github.com/raidq/raidq/bus/meta"
 	"github.com/raidq/raidq/stripe"
 )
 

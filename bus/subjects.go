@@ -218,3 +218,14 @@ func (s Subjects) parseNodeSubject(subject, prefix, kind string) (node, topic st
 	}
 	return node, topic, uint32(p), nil
 }
+
+// Wildcard patterns for permissions (package natsserver grants roles with
+// them): every node's status endpoint, and a topic's slot, scan, in-doubt
+// and delivery subjects on every node and partition.
+func (s Subjects) StatusAny() string               { return s.status + "*" }
+func (s Subjects) SlotAnyNode(topic string) string { return s.slot + "*." + topic + ".*" }
+func (s Subjects) ScanAnyNode(topic string) string { return s.scan + "*." + topic + ".*" }
+func (s Subjects) InDoubtTopic(topic string) string {
+	return s.indoubt + topic + ".*"
+}
+func (s Subjects) DeliverTopic(topic string) string { return s.deliver + topic + ".>" }

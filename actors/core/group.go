@@ -2,9 +2,10 @@ package core
 
 import (
 	"fmt"
-	"github.com/raidq/raidq/stripe/placement"
 	"slices"
 	"sort"
+
+	"github.com/raidq/raidq/stripe/placement"
 )
 
 // Consumer groups (DESIGN §8; the generations of Kafka's group protocol).

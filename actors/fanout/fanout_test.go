@@ -16,6 +16,7 @@ import (
 	"github.com/raidq/raidq/actors/core"
 	"github.com/raidq/raidq/bus"
 	"github.com/raidq/raidq/bus/meta"
+	"github.com/raidq/raidq/bus/natsserver"
 	"github.com/raidq/raidq/scenarios/testlog"
 	"github.com/raidq/raidq/slotstore"
 	"github.com/raidq/raidq/stripe"
@@ -41,7 +42,7 @@ const (
 type env struct {
 	t     *testing.T
 	log   *slog.Logger
-	srv   *bus.Server
+	srv   *natsserver.Server
 	meta  *meta.Store
 	cat   *meta.WatchedCatalog
 	nodes []string
@@ -50,7 +51,7 @@ type env struct {
 func newEnv(t *testing.T, partitions int) *env {
 	t.Helper()
 	e := &env{t: t, log: testlog.New(t, slog.LevelWarn)}
-	srv, err := bus.StartServer(bus.ServerOptions{InProcessOnly: true, JetStream: true, StoreDir: t.TempDir(),
+	srv, err := natsserver.StartServer(natsserver.ServerOptions{InProcessOnly: true, JetStream: true, StoreDir: t.TempDir(),
 		MaxMemory: 16 << 20, MaxStore: 64 << 20})
 	if err != nil {
 		t.Fatal(err)

@@ -8,17 +8,18 @@ import (
 	"testing"
 	"time"
 
-	"github.com/raidq/raidq/bus"
+	"go.uber.org/goleak"
+
+	"github.com/raidq/raidq/bus/natsserver"
 	"github.com/raidq/raidq/scenarios/testlog"
 	"github.com/raidq/raidq/stripe/quorum"
-	"go.uber.org/goleak"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 func openTest(t *testing.T) *Store {
 	t.Helper()
-	srv, err := bus.StartServer(bus.ServerOptions{InProcessOnly: true, JetStream: true, StoreDir: t.TempDir(),
+	srv, err := natsserver.StartServer(natsserver.ServerOptions{InProcessOnly: true, JetStream: true, StoreDir: t.TempDir(),
 		MaxMemory: 16 << 20, MaxStore: 64 << 20})
 	if err != nil {
 		t.Fatal(err)

@@ -8,9 +8,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
+
 	"github.com/raidq/raidq/bus"
 	"github.com/raidq/raidq/stripe/quorum"
-	"time"
 )
 
 // Errors.

@@ -13,6 +13,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/raidq/raidq/bus"
 	"github.com/raidq/raidq/stripe/quorum"
 )

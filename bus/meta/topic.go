@@ -3,11 +3,11 @@ package meta
 import (
 	"errors"
 	"fmt"
-	"github.com/raidq/raidq/stripe/placement"
 	"sort"
 	"sync"
 	"time"
 
+	"github.com/raidq/raidq/stripe/placement"
 	"github.com/raidq/raidq/stripe/quorum"
 )
 

@@ -14,14 +14,14 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/raidq/raidq/bus"
+	"github.com/raidq/raidq/bus/natsserver"
 )
 
 // natsdCmd is the hidden `raidq natsd`: a plain nats-server (the one
 // embedded in raidq, built from this tree) with clustering and JetStream,
 // for `raidq bench --vs jetstream`. It is not part of a raidq cluster.
 func natsdCmd() *cobra.Command {
-	var o bus.ServerOptions
+	var o natsserver.ServerOptions
 	var listen, clusterListen, sync, logLevel string
 	var routes []string
 	cmd := &cobra.Command{
@@ -69,7 +69,7 @@ runs until SIGTERM or SIGINT.`,
 			}
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			srv, err := bus.StartServer(o)
+			srv, err := natsserver.StartServer(o)
 			if err != nil {
 				return err
 			}

@@ -20,7 +20,7 @@ import (
 	"golang.org/x/crypto/bcrypt"
 
 	"github.com/raidq/raidq"
-	"github.com/raidq/raidq/bus"
+	"github.com/raidq/raidq/bus/natsserver"
 	"github.com/raidq/raidq/scenarios/security"
 )
 
@@ -251,19 +251,19 @@ offline. (raidq dev --tls makes its own.)`,
 			if !client && len(hosts) == 0 {
 				return errors.New("--hosts is required for a node certificate (or --client)")
 			}
-			ca, key, created, err := bus.LoadOrCreateCA(dir)
+			ca, key, created, err := natsserver.LoadOrCreateCA(dir)
 			if err != nil {
 				return err
 			}
 			if created {
-				fmt.Fprintf(cmd.ErrOrStderr(), "made a CA: %s (keep %s secret)\n", filepath.Join(dir, bus.CAFile), filepath.Join(dir, bus.CAKeyFile))
+				fmt.Fprintf(cmd.ErrOrStderr(), "made a CA: %s (keep %s secret)\n", filepath.Join(dir, natsserver.CAFile), filepath.Join(dir, natsserver.CAKeyFile))
 			}
-			cert, k, err := bus.IssueCert(dir, name, ca, key, hosts, !client)
+			cert, k, err := natsserver.IssueCert(dir, name, ca, key, hosts, !client)
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "certificate %s\nkey %s\nCA %s\nvalid until %s\n", cert, k, filepath.Join(dir, bus.CAFile),
-				time.Now().Add(bus.CertValidity).Format(time.DateOnly))
+			fmt.Fprintf(cmd.OutOrStdout(), "certificate %s\nkey %s\nCA %s\nvalid until %s\n", cert, k, filepath.Join(dir, natsserver.CAFile),
+				time.Now().Add(natsserver.CertValidity).Format(time.DateOnly))
 			return nil
 		},
 	}
@@ -291,7 +291,7 @@ yourself (raidq node --nats): add a user with role node for the nodes.`,
 			if authFile == "" {
 				return errors.New("--auth FILE is required")
 			}
-			a, err := bus.LoadAuthFile(authFile)
+			a, err := natsserver.LoadAuthFile(authFile)
 			if err != nil {
 				return err
 			}
@@ -305,7 +305,7 @@ yourself (raidq node --nats): add a user with role node for the nodes.`,
 	return cmd
 }
 
-func printNATSConfig(w io.Writer, a *bus.AuthConfig, cluster string, asJSON bool) error {
+func printNATSConfig(w io.Writer, a *natsserver.AuthConfig, cluster string, asJSON bool) error {
 	type entry struct {
 		User        string `json:"user,omitempty"`
 		NKey        string `json:"nkey,omitempty"`

@@ -9,14 +9,14 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/raidq/raidq"
-	"github.com/raidq/raidq/bus"
+	"github.com/raidq/raidq/bus/natsserver"
 )
 
 // devSecurityFlags are `raidq dev --auth FILE --tls`.
 type devSecurityFlags struct {
 	authFile string
 	tls      bool
-	bundle   bus.TLSBundle
+	bundle   natsserver.TLSBundle
 	created  bool
 }
 
@@ -28,7 +28,7 @@ func (f *devSecurityFlags) register(p *pflag.FlagSet) {
 // apply loads the auth file and generates the TLS files (cfg.Dir is set).
 func (f *devSecurityFlags) apply(cfg *raidq.LocalClusterConfig) error {
 	if f.authFile != "" {
-		a, err := bus.LoadAuthFile(f.authFile)
+		a, err := natsserver.LoadAuthFile(f.authFile)
 		if err != nil {
 			return fmt.Errorf("--auth: %w", err)
 		}
@@ -43,7 +43,7 @@ func (f *devSecurityFlags) apply(cfg *raidq.LocalClusterConfig) error {
 		if host != "" && host != "0.0.0.0" && host != "::" {
 			hosts = append(hosts, host)
 		}
-		b, created, err := bus.EnsureDevTLS(filepath.Join(cfg.Dir, "tls"), hosts)
+		b, created, err := natsserver.EnsureDevTLS(filepath.Join(cfg.Dir, "tls"), hosts)
 		if err != nil {
 			return fmt.Errorf("--tls: %w", err)
 		}
@@ -59,7 +59,7 @@ func (f *devSecurityFlags) describe(w io.Writer, cfg *raidq.LocalClusterConfig, 
 	if cfg.Auth != nil {
 		fmt.Fprintf(w, "authentication on (%s): %s\n", f.authFile, cfg.Auth.Summary())
 		for _, u := range cfg.Auth.Users {
-			if u.Has(bus.RoleAdmin) && u.User != "" {
+			if u.Has(natsserver.RoleAdmin) && u.User != "" {
 				try = append(try, "--user", u.User, "--password", "…")
 				break
 			}

@@ -14,7 +14,7 @@ import (
 
 	"github.com/raidq/raidq"
 	"github.com/raidq/raidq/actors"
-	"github.com/raidq/raidq/bus"
+	"github.com/raidq/raidq/bus/natsserver"
 )
 
 // clientAuthFlags are the credential and TLS flags of every client command
@@ -49,7 +49,7 @@ func (f *clientAuthFlags) natsOptions(creds string) ([]nats.Option, error) {
 // nodeSecurityFlags are the security flags of `raidq node`.
 type nodeSecurityFlags struct {
 	authFile      string
-	tls           bus.TLSFiles
+	tls           natsserver.TLSFiles
 	natsCreds     string
 	natsNKey      string
 	natsTLSCA     string
@@ -70,7 +70,7 @@ func (f *nodeSecurityFlags) register(p *pflag.FlagSet) {
 // apply loads the auth file and sets the security options of o.
 func (f *nodeSecurityFlags) apply(o *raidq.NodeOptions) error {
 	if f.authFile != "" {
-		a, err := bus.LoadAuthFile(f.authFile)
+		a, err := natsserver.LoadAuthFile(f.authFile)
 		if err != nil {
 			return fmt.Errorf("--auth: %w", err)
 		}

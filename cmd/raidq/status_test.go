@@ -12,7 +12,7 @@ import (
 
 	"github.com/raidq/raidq"
 	"github.com/raidq/raidq/actors"
-	"github.com/raidq/raidq/bus"
+	"github.com/raidq/raidq/bus/natsserver"
 	"github.com/raidq/raidq/scenarios/testlog"
 )
 
@@ -50,7 +50,7 @@ func TestStatusNoNATS(t *testing.T) {
 }
 
 func TestStatusNoNodes(t *testing.T) {
-	srv, err := bus.StartServer(bus.ServerOptions{Host: "127.0.0.1", Port: -1})
+	srv, err := natsserver.StartServer(natsserver.ServerOptions{Host: "127.0.0.1", Port: -1})
 	if err != nil {
 		t.Fatal(err)
 	}

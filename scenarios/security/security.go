@@ -37,6 +37,7 @@ import (
 
 	"github.com/raidq/raidq"
 	"github.com/raidq/raidq/bus"
+	"github.com/raidq/raidq/bus/natsserver"
 	"github.com/raidq/raidq/scenarios/cluster"
 )
 
@@ -78,7 +79,7 @@ type Report struct {
 	Failed  int     `json:"failed"`
 	// Refused by the NATS servers (summed over the nodes) and by the
 	// nodes themselves (their status counters).
-	Servers      bus.Refusals `json:"servers"`
+	Servers      natsserver.Refusals `json:"servers"`
 	NodeRefusals struct {
 		BadRequests   int64 `json:"bad_requests"`
 		Malformed     int64 `json:"malformed"`
@@ -105,8 +106,8 @@ type run struct {
 	cfg     Config
 	log     *slog.Logger
 	dir     string
-	tls     bus.TLSBundle
-	auth    *bus.AuthConfig
+	tls     natsserver.TLSBundle
+	auth    *natsserver.AuthConfig
 	pw      map[string]string // user -> password
 	nodes   []*raidq.Node
 	urls    []string
@@ -174,7 +175,7 @@ func secret() string {
 // setup writes the TLS files and the auth file, and starts the nodes.
 func (r *run) setup(ctx context.Context) error {
 	var err error
-	r.tls, _, err = bus.EnsureDevTLS(filepath.Join(r.dir, "tls"), nil)
+	r.tls, _, err = natsserver.EnsureDevTLS(filepath.Join(r.dir, "tls"), nil)
 	if err != nil {
 		return err
 	}
@@ -199,7 +200,7 @@ routes: {user: route, password: "%s"}
 	if err := os.WriteFile(file, []byte(text), 0o600); err != nil {
 		return err
 	}
-	if r.auth, err = bus.LoadAuthFile(file); err != nil {
+	if r.auth, err = natsserver.LoadAuthFile(file); err != nil {
 		return err
 	}
 	ports, err := cluster.FreePorts(2 * r.cfg.Nodes)

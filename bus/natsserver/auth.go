@@ -1,4 +1,4 @@
-package bus
+package natsserver
 
 import (
 	"errors"
@@ -12,6 +12,8 @@ import (
 	"github.com/nats-io/nats-server/v2/conf"
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nkeys"
+
+	"github.com/raidq/raidq/bus"
 )
 
 // Authentication and subject permissions (docs/security.md). raidq uses
@@ -106,11 +108,6 @@ func (u AuthUser) Has(role string) bool {
 	return slices.Contains(u.Roles, role)
 }
 
-// InboxPrefix is the reply inbox prefix of the user named identity (user
-// name or NKey): _INBOX_<identity>. Its permissions let it subscribe to
-// <prefix>.> and no other inbox.
-func InboxPrefix(identity string) string { return "_INBOX_" + identity }
-
 // LoadAuthFile reads and parses an auth file (ParseAuthConfig).
 func LoadAuthFile(path string) (*AuthConfig, error) {
 	f, err := os.Open(path)
@@ -202,7 +199,7 @@ func ParseAuthConfig(b []byte) (*AuthConfig, error) {
 		ra := &RouteAuth{}
 		ra.User, _ = rm["user"].(string)
 		ra.Password, _ = rm["password"].(string)
-		if err := ValidName("route user", ra.User); err != nil {
+		if err := bus.ValidName("route user", ra.User); err != nil {
 			return nil, fmt.Errorf("%w: routes: %v", ErrBadAuthConfig, err)
 		}
 		if ra.Password == "" {
@@ -343,7 +340,7 @@ func (u AuthUser) Validate() error {
 	case u.User == "":
 		return errors.New("a user name and password, or an nkey, is required")
 	default:
-		if err := ValidName("user", u.User); err != nil {
+		if err := bus.ValidName("user", u.User); err != nil {
 			return err
 		}
 		if u.Password == "" {
@@ -370,7 +367,7 @@ func (u AuthUser) Validate() error {
 			if t == "*" {
 				continue
 			}
-			if err := ValidName(l.kind, t); err != nil {
+			if err := bus.ValidName(l.kind, t); err != nil {
 				return fmt.Errorf("%s: %w", u.Identity(), err)
 			}
 		}
@@ -384,34 +381,34 @@ func (u AuthUser) Validate() error {
 // Permissions returns the NATS permissions of u in cluster (see the
 // package comment of auth.go for the roles).
 func (u AuthUser) Permissions(cluster string) (*server.Permissions, error) {
-	s, err := NewSubjects(cluster)
+	s, err := bus.NewSubjects(cluster)
 	if err != nil {
 		return nil, err
 	}
 	if u.Has(RoleNode) {
 		p := NodePermissions(s)
-		p.Subscribe.Allow = appendNew(p.Subscribe.Allow, InboxPrefix(u.Identity())+".>")
+		p.Subscribe.Allow = appendNew(p.Subscribe.Allow, bus.InboxPrefix(u.Identity())+".>")
 		return p, nil
 	}
 	var pub, sub []string
-	sub = append(sub, InboxPrefix(u.Identity())+".>")
+	sub = append(sub, bus.InboxPrefix(u.Identity())+".>")
 	pub = append(pub, kvRead(metaBucketName(cluster))...)
 	pub = append(pub, kvRead(groupsBucketName(cluster))...)
 	if u.Has(RoleAdmin) {
 		pub = append(pub, "$KV."+metaBucketName(cluster)+".topic.>",
 			"$SRV.PING", "$SRV.PING.>", "$SRV.INFO", "$SRV.INFO.>", "$SRV.STATS", "$SRV.STATS.>",
-			s.status+"*")
+			s.StatusAny())
 	}
 	for _, t := range u.Producer {
-		pub = append(pub, s.slot+"*."+t+".*")
+		pub = append(pub, s.SlotAnyNode(t))
 	}
 	groups := u.Groups
 	if len(groups) == 0 {
 		groups = []string{"*"}
 	}
 	for _, t := range u.Consumer {
-		pub = append(pub, s.scan+"*."+t+".*", s.indoubt+t+".*")
-		sub = append(sub, s.deliver+t+".>")
+		pub = append(pub, s.ScanAnyNode(t), s.InDoubtTopic(t))
+		sub = append(sub, s.DeliverTopic(t))
 		for _, g := range groups {
 			pub = append(pub, "$KV."+groupsBucketName(cluster)+".g."+g+"."+t+".>")
 		}
@@ -425,10 +422,10 @@ func (u AuthUser) Permissions(cluster string) (*server.Permissions, error) {
 // NodePermissions are the permissions of a storage node: every subject of
 // the cluster, the two metadata buckets (JetStream API and $KV), its micro
 // service, its own inboxes, and replies to the requests it receives.
-func NodePermissions(s Subjects) *server.Permissions {
-	all := SubjectPrefix + "." + s.cluster + ".>"
+func NodePermissions(s bus.Subjects) *server.Permissions {
+	all := bus.SubjectPrefix + "." + s.Cluster() + ".>"
 	pub := []string{all, "$JS.API.INFO"}
-	for _, b := range []string{metaBucketName(s.cluster), groupsBucketName(s.cluster)} {
+	for _, b := range []string{metaBucketName(s.Cluster()), groupsBucketName(s.Cluster())} {
 		st := "KV_" + b
 		pub = append(pub, "$KV."+b+".>", "$JS.API.STREAM.*."+st, "$JS.API.STREAM.MSG.*."+st,
 			"$JS.API.CONSUMER.*."+st, "$JS.API.CONSUMER.*."+st+".>", "$JS.API.CONSUMER.MSG.NEXT."+st+".>",
@@ -512,10 +509,10 @@ func (a *AuthConfig) Summary() string {
 	return fmt.Sprintf("%d users (%s), %s", len(a.Users), strings.Join(parts, ", "), routes)
 }
 
-// MustSubjects is NewSubjects for a cluster name known to be valid; it
+// MustSubjects is bus.NewSubjects for a cluster name known to be valid; it
 // panics otherwise.
-func MustSubjects(cluster string) Subjects {
-	s, err := NewSubjects(cluster)
+func MustSubjects(cluster string) bus.Subjects {
+	s, err := bus.NewSubjects(cluster)
 	if err != nil {
 		panic(err)
 	}

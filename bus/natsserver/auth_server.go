@@ -1,13 +1,11 @@
-package bus
+package natsserver
 
 import (
 	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net/url"
-	"os"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -15,6 +13,8 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nkeys"
+
+	"github.com/raidq/raidq/bus"
 )
 
 // TLSFiles name the PEM files of a server's TLS (--tls-cert, --tls-key,
@@ -52,7 +52,7 @@ func (f *TLSFiles) ServerConfig() (*tls.Config, error) {
 	}
 	c := &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
 	if f.CA != "" {
-		pool, err := loadPool(f.CA)
+		pool, err := bus.LoadPool(f.CA)
 		if err != nil {
 			return nil, err
 		}
@@ -78,42 +78,6 @@ func (f *TLSFiles) RouteConfig() (*tls.Config, error) {
 	c.RootCAs = c.ClientCAs
 	c.ClientAuth = tls.RequireAndVerifyClientCert
 	return c, nil
-}
-
-// ClientTLSConfig is a client's TLS: trust the CA bundle (empty: the
-// system's roots) and, with cert and key, present a client certificate.
-func ClientTLSConfig(ca, cert, key string) (*tls.Config, error) {
-	c := &tls.Config{MinVersion: tls.VersionTLS12}
-	if ca != "" {
-		pool, err := loadPool(ca)
-		if err != nil {
-			return nil, err
-		}
-		c.RootCAs = pool
-	}
-	if (cert == "") != (key == "") {
-		return nil, errors.New("a client certificate needs both --tls-cert and --tls-key")
-	}
-	if cert != "" {
-		kp, err := tls.LoadX509KeyPair(cert, key)
-		if err != nil {
-			return nil, fmt.Errorf("TLS client certificate %s / key %s: %w", cert, key, err)
-		}
-		c.Certificates = []tls.Certificate{kp}
-	}
-	return c, nil
-}
-
-func loadPool(file string) (*x509.CertPool, error) {
-	b, err := os.ReadFile(file)
-	if err != nil {
-		return nil, fmt.Errorf("TLS CA: %w", err)
-	}
-	pool := x509.NewCertPool()
-	if !pool.AppendCertsFromPEM(b) {
-		return nil, fmt.Errorf("TLS CA %s: no PEM certificate in it", file)
-	}
-	return pool, nil
 }
 
 // Security is what ServerOptions.Security turns on in an embedded server:
@@ -155,7 +119,7 @@ const MaxSubsPerConn = 65536
 func NewSecurity(cluster string, auth *AuthConfig, files *TLSFiles) (*Security, error) {
 	s := &Security{}
 	if auth != nil {
-		subj, err := NewSubjects(cluster)
+		subj, err := bus.NewSubjects(cluster)
 		if err != nil {
 			return nil, err
 		}

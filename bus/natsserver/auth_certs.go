@@ -1,4 +1,4 @@
-package bus
+package natsserver
 
 import (
 	"crypto/ecdsa"
@@ -14,6 +14,8 @@ import (
 	"os"
 	"path/filepath"
 	"time"
+
+	"github.com/raidq/raidq/bus"
 )
 
 // Certificates for trying TLS (raidq dev --tls, raidq security certs): a
@@ -128,7 +130,7 @@ func LoadOrCreateCA(dir string) (*x509.Certificate, *ecdsa.PrivateKey, bool, err
 // carry serverAuth and clientAuth (a node presents the same certificate
 // when it dials a route), client ones clientAuth only.
 func IssueCert(dir, name string, ca *x509.Certificate, caKey *ecdsa.PrivateKey, hosts []string, server bool) (certFile, keyFile string, err error) {
-	if err := ValidName("certificate name", name); err != nil {
+	if err := bus.ValidName("certificate name", name); err != nil {
 		return "", "", err
 	}
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)

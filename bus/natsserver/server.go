@@ -1,7 +1,8 @@
-// Package bus is raidq's messaging layer (DESIGN §9, §10): an embedded NATS
-// server, the subjects of a cluster and the compact binary wire messages of
-// the write and read paths.
-package bus
+// Package natsserver embeds nats-server in a raidq node: clustered
+// JetStream for the metadata, raidq's users and permissions (auth.go),
+// TLS on the client and route ports, and slog logging. Only nodes and
+// the dev and test tools link it; clients need package bus alone.
+package natsserver
 
 import (
 	"context"
@@ -16,6 +17,8 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
+
+	"github.com/raidq/raidq/bus"
 )
 
 // Defaults of ServerOptions.
@@ -71,7 +74,7 @@ type ServerOptions struct {
 	SyncInterval time.Duration
 
 	// MaxPayload is the largest message the server accepts; <= 0 means
-	// DefaultMaxPayload (1 MiB).
+	// bus.DefaultMaxPayload (1 MiB).
 	MaxPayload int32
 
 	// ReadyTimeout bounds how long StartServer waits for the server to be
@@ -199,7 +202,7 @@ func (o ServerOptions) natsOptions() (*server.Options, error) {
 		SyncInterval:       o.SyncInterval,
 	}
 	if n.MaxPayload <= 0 {
-		n.MaxPayload = DefaultMaxPayload
+		n.MaxPayload = bus.DefaultMaxPayload
 	}
 	if n.JetStreamMaxMemory <= 0 {
 		n.JetStreamMaxMemory = DefaultJetStreamMaxMemory
@@ -238,10 +241,10 @@ func (s *Server) Interest(subject string) bool {
 // Options returns the options the server was started with.
 func (s *Server) Options() ServerOptions { return s.opts }
 
-// MaxPayload returns the server's max payload, the input of ScanPageBudget.
+// MaxPayload returns the server's max payload, the input of bus.ScanPageBudget.
 func (s *Server) MaxPayload() int {
 	if s.opts.MaxPayload <= 0 {
-		return DefaultMaxPayload
+		return bus.DefaultMaxPayload
 	}
 	return int(s.opts.MaxPayload)
 }

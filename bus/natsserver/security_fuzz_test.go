@@ -1,10 +1,12 @@
-package bus
+package natsserver
 
 import (
 	"errors"
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/raidq/raidq/bus"
 )
 
 // validSubject reports whether s is a valid NATS subject or wildcard
@@ -65,7 +67,7 @@ func FuzzParseAuthConfig(f *testing.F) {
 			}
 			if !u.Has(RoleNode) {
 				for _, s := range p.Subscribe.Allow {
-					if strings.HasPrefix(s, "_INBOX") && s != InboxPrefix(u.Identity())+".>" {
+					if strings.HasPrefix(s, "_INBOX") && s != bus.InboxPrefix(u.Identity())+".>" {
 						t.Fatalf("user %q may subscribe to another inbox: %q", u.Identity(), s)
 					}
 				}
@@ -78,21 +80,21 @@ func FuzzParseAuthConfig(f *testing.F) {
 }
 
 func FuzzDecodeInDoubt(f *testing.F) {
-	f.Add(InDoubtReport{Topic: "orders", Partition: 3, Offset: 1 << 60, Seq: 9, To: "n1"}.Marshal())
-	f.Add(InDoubtReport{Topic: "t"}.Marshal())
+	f.Add(bus.InDoubtReport{Topic: "orders", Partition: 3, Offset: 1 << 60, Seq: 9, To: "n1"}.Marshal())
+	f.Add(bus.InDoubtReport{Topic: "t"}.Marshal())
 	f.Add([]byte{1, 0, 0})
 	f.Fuzz(func(t *testing.T, b []byte) {
-		r, err := DecodeInDoubt(b)
+		r, err := bus.DecodeInDoubt(b)
 		if err != nil {
-			if !errors.Is(err, ErrBadMessage) {
+			if !errors.Is(err, bus.ErrBadMessage) {
 				t.Fatalf("error does not wrap ErrBadMessage: %v", err)
 			}
 			return
 		}
-		if ValidName("topic", r.Topic) != nil || (r.To != "" && ValidName("node", r.To) != nil) {
+		if bus.ValidName("topic", r.Topic) != nil || (r.To != "" && bus.ValidName("node", r.To) != nil) {
 			t.Fatalf("accepted bad names %q %q", r.Topic, r.To)
 		}
-		again, err := DecodeInDoubt(r.Marshal())
+		again, err := bus.DecodeInDoubt(r.Marshal())
 		if err != nil || !reflect.DeepEqual(again, r) {
 			t.Fatalf("re-decode: %v %#v %#v", err, again, r)
 		}
@@ -108,7 +110,7 @@ func FuzzParseRequestSubject(f *testing.F) {
 	f.Fuzz(func(t *testing.T, subject string) {
 		scan, node, topic, p, err := s.ParseRequest(subject)
 		if err != nil {
-			if !errors.Is(err, ErrBadSubject) {
+			if !errors.Is(err, bus.ErrBadSubject) {
 				t.Fatalf("error does not wrap ErrBadSubject: %v", err)
 			}
 			return
@@ -128,6 +130,6 @@ func FuzzParseServerInfo(f *testing.F) {
 	f.Add([]byte("INFO {}"))
 	f.Add([]byte("-ERR 'x'\r\n"))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		_, _ = ParseServerInfo(b)
+		_, _ = bus.ParseServerInfo(b)
 	})
 }

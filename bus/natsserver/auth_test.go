@@ -1,4 +1,4 @@
-package bus
+package natsserver
 
 import (
 	"crypto/tls"
@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/raidq/raidq/bus"
 )
 
 const sampleAuth = `
@@ -177,7 +179,7 @@ func TestTLSFiles(t *testing.T) {
 	if leaf == nil || !slices.Contains(leaf.DNSNames, "node1.example") || len(leaf.IPAddresses) < 2 {
 		t.Fatalf("server certificate names: %+v", leaf)
 	}
-	if _, err := ClientTLSConfig(b.CA, b.ClientCert, b.ClientKey); err != nil {
+	if _, err := bus.ClientTLSConfig(b.CA, b.ClientCert, b.ClientKey); err != nil {
 		t.Fatal(err)
 	}
 	for _, bad := range []*TLSFiles{{Cert: b.Cert}, {Cert: b.Cert, Key: b.Key, VerifyClients: true}} {
@@ -188,7 +190,7 @@ func TestTLSFiles(t *testing.T) {
 	if err := (&TLSFiles{Cert: b.Cert, Key: b.Key}).Check(true); err == nil || !strings.Contains(err.Error(), "--tls-ca") {
 		t.Errorf("clustered without a CA: %v", err)
 	}
-	if _, err := ClientTLSConfig(filepath.Join(dir, "none.pem"), "", ""); err == nil {
+	if _, err := bus.ClientTLSConfig(filepath.Join(dir, "none.pem"), "", ""); err == nil {
 		t.Error("missing CA accepted")
 	}
 }
@@ -210,7 +212,7 @@ func TestScanSubjects(t *testing.T) {
 		t.Errorf("ParseRequest(slot) = %v %v", scan, err)
 	}
 	for _, bad := range []string{"raidq.prod.scan.n1.orders", "raidq.prod.scan.n1.orders.07", "raidq.other.scan.n1.t.1", "raidq.prod.scan..t.1"} {
-		if _, _, _, _, err := s.ParseRequest(bad); !errors.Is(err, ErrBadSubject) {
+		if _, _, _, _, err := s.ParseRequest(bad); !errors.Is(err, bus.ErrBadSubject) {
 			t.Errorf("ParseRequest(%q) = %v", bad, err)
 		}
 	}

@@ -1,4 +1,4 @@
-package bus
+package natsserver
 
 import (
 	"context"
@@ -13,6 +13,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"go.uber.org/goleak"
+
+	"github.com/raidq/raidq/bus"
 )
 
 func TestMain(m *testing.M) {
@@ -81,17 +83,17 @@ func connect(t *testing.T, s *Server, name string) *nats.Conn {
 
 // serveSlots answers write requests on node's slot subjects like a toy
 // node: OK for a valid request whose topic matches the subject.
-func serveSlots(t *testing.T, nc *nats.Conn, subj Subjects, node string) {
+func serveSlots(t *testing.T, nc *nats.Conn, subj bus.Subjects, node string) {
 	t.Helper()
 	sub, err := nc.Subscribe(subj.SlotAll(node), func(msg *nats.Msg) {
-		reply := WriteReply{Status: StatusOK, NodeClock: time.Now().UnixNano()}
+		reply := bus.WriteReply{Status: bus.StatusOK, NodeClock: time.Now().UnixNano()}
 		_, topic, part, err := subj.ParseSlot(msg.Subject)
-		req, derr := DecodeRequest(msg.Data)
-		switch w, ok := req.(WriteReq); {
+		req, derr := bus.DecodeRequest(msg.Data)
+		switch w, ok := req.(bus.WriteReq); {
 		case err != nil || derr != nil:
-			reply = WriteReply{Status: StatusBadRequest, Detail: TruncDetail(fmt.Sprint(err, derr))}
+			reply = bus.WriteReply{Status: bus.StatusBadRequest, Detail: bus.TruncDetail(fmt.Sprint(err, derr))}
 		case !ok || w.Topic != topic || w.Partition != part:
-			reply = WriteReply{Status: StatusBadRequest, Detail: "subject does not match payload"}
+			reply = bus.WriteReply{Status: bus.StatusBadRequest, Detail: "subject does not match payload"}
 		}
 		_ = msg.Respond(reply.Marshal())
 	})
@@ -104,12 +106,12 @@ func serveSlots(t *testing.T, nc *nats.Conn, subj Subjects, node string) {
 	t.Cleanup(func() { _ = sub.Unsubscribe() })
 }
 
-func writeOnce(nc *nats.Conn, subj Subjects, node string, w WriteReq) (WriteReply, error) {
+func writeOnce(nc *nats.Conn, subj bus.Subjects, node string, w bus.WriteReq) (bus.WriteReply, error) {
 	msg, err := nc.Request(subj.Slot(node, w.Topic, w.Partition), w.Marshal(), 2*time.Second)
 	if err != nil {
-		return WriteReply{}, err
+		return bus.WriteReply{}, err
 	}
-	return DecodeWriteReply(msg.Data)
+	return bus.DecodeWriteReply(msg.Data)
 }
 
 func TestInProcessServerJetStream(t *testing.T) {
@@ -120,20 +122,20 @@ func TestInProcessServerJetStream(t *testing.T) {
 	if !s.NATS().JetStreamEnabled() {
 		t.Fatal("JetStream not enabled")
 	}
-	subj, _ := NewSubjects("test")
+	subj, _ := bus.NewSubjects("test")
 	serveSlots(t, connect(t, s, "node"), subj, "n1")
 	nc := connect(t, s, "producer")
 
-	rep, err := writeOnce(nc, subj, "n1", WriteReq{Topic: "orders", Partition: 2, Offset: 99, Shard: []byte("shard")})
-	if err != nil || rep.Status != StatusOK || rep.NodeClock == 0 {
+	rep, err := writeOnce(nc, subj, "n1", bus.WriteReq{Topic: "orders", Partition: 2, Offset: 99, Shard: []byte("shard")})
+	if err != nil || rep.Status != bus.StatusOK || rep.NodeClock == 0 {
 		t.Fatalf("write: %+v, %v", rep, err)
 	}
 	// A payload whose topic disagrees with the subject is refused.
-	msg, err := nc.Request(subj.Slot("n1", "other", 2), WriteReq{Topic: "orders", Partition: 2, Shard: []byte("s")}.Marshal(), 2*time.Second)
+	msg, err := nc.Request(subj.Slot("n1", "other", 2), bus.WriteReq{Topic: "orders", Partition: 2, Shard: []byte("s")}.Marshal(), 2*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rep, err := DecodeWriteReply(msg.Data); err != nil || rep.Status != StatusBadRequest {
+	if rep, err := bus.DecodeWriteReply(msg.Data); err != nil || rep.Status != bus.StatusBadRequest {
 		t.Fatalf("mismatched topic: %+v, %v", rep, err)
 	}
 
@@ -169,9 +171,9 @@ func TestListeningServer(t *testing.T) {
 	if nc.MaxPayload() != 2<<20 {
 		t.Fatalf("client sees max payload %d", nc.MaxPayload())
 	}
-	subj, _ := NewSubjects("test")
+	subj, _ := bus.NewSubjects("test")
 	serveSlots(t, connect(t, s, "node"), subj, "l1")
-	if rep, err := writeOnce(nc, subj, "l1", WriteReq{Topic: "t", Shard: []byte{1}}); err != nil || rep.Status != StatusOK {
+	if rep, err := writeOnce(nc, subj, "l1", bus.WriteReq{Topic: "t", Shard: []byte{1}}); err != nil || rep.Status != bus.StatusOK {
 		t.Fatalf("write: %+v, %v", rep, err)
 	}
 }
@@ -289,11 +291,11 @@ func TestCluster(t *testing.T) {
 	}
 
 	// A slot request crosses the routes: node on s0, producer on s2.
-	subj, _ := NewSubjects("raidq-test")
+	subj, _ := bus.NewSubjects("raidq-test")
 	serveSlots(t, connect(t, servers[0], "node"), subj, "s0")
 	for {
-		rep, err := writeOnce(nc, subj, "s0", WriteReq{Topic: "t", Partition: 1, Shard: []byte{1}})
-		if err == nil && rep.Status == StatusOK {
+		rep, err := writeOnce(nc, subj, "s0", bus.WriteReq{Topic: "t", Partition: 1, Shard: []byte{1}})
+		if err == nil && rep.Status == bus.StatusOK {
 			break
 		}
 		if !errors.Is(err, nats.ErrNoResponders) && !errors.Is(err, nats.ErrTimeout) || time.Now().After(deadline) {
