@@ -16,6 +16,7 @@ import (
 
 	"github.com/raidq/raidq/actors"
 	"github.com/raidq/raidq/actors/fanout"
+	"github.com/raidq/raidq/actors/node"
 	"github.com/raidq/raidq/bus"
 	"github.com/raidq/raidq/bus/meta"
 	"github.com/raidq/raidq/bus/natsserver"
@@ -49,8 +50,8 @@ type LocalClusterConfig struct {
 	// Off (the demo), the catalog is in memory only.
 	Metadata bool
 	// Repair tunes every node's repair, scrub and retention loops (zero
-	// value: the defaults; actors.RepairConfig).
-	Repair actors.RepairConfig
+	// value: the defaults; node.RepairConfig).
+	Repair node.RepairConfig
 	// Auth turns on authentication and subject permissions on the NATS
 	// server (the users of an auth file, natsserver.LoadAuthFile); the nodes and
 	// Connect's clients use an in-process node identity. nil: no
@@ -82,7 +83,7 @@ type localNode struct {
 	dir   string
 	nc    *nats.Conn
 	store slotstore.Store
-	node  *actors.Node
+	node  *node.Node
 	slow  time.Duration
 	// With Metadata: the node's fan-out and the client its readers use.
 	client *actors.Client
@@ -169,7 +170,7 @@ func (lc *LocalCluster) startNode(ln *localNode) error {
 		_ = st.Close()
 		return fmt.Errorf("node %s: connect: %w", ln.id, err)
 	}
-	n, err := actors.StartNode(actors.NodeConfig{ID: ln.id, Cluster: lc.cfg.Cluster, Store: st, Conn: nc,
+	n, err := node.Start(node.Config{ID: ln.id, Cluster: lc.cfg.Cluster, Store: st, Conn: nc,
 		Catalog: lc.catalog, Logger: lc.cfg.Logger, ReplyDelay: ln.slow, Metrics: lc.cfg.Metrics, NoSync: lc.cfg.NoSync,
 		Repair: lc.cfg.Repair})
 	if err != nil {
@@ -322,7 +323,7 @@ func (lc *LocalCluster) node(i int) (*localNode, error) {
 }
 
 // NodeStats returns node i's counters (nil if stopped).
-func (lc *LocalCluster) NodeStats(i int) *actors.NodeStats {
+func (lc *LocalCluster) NodeStats(i int) *node.Stats {
 	ln, err := lc.node(i)
 	if err != nil || ln.node == nil {
 		return nil

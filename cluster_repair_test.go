@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/raidq/raidq"
-	"github.com/raidq/raidq/actors"
+	"github.com/raidq/raidq/actors/node"
 	"github.com/raidq/raidq/scenarios/testlog"
 	"github.com/raidq/raidq/slotstore"
 	"github.com/raidq/raidq/stripe"
@@ -71,7 +71,7 @@ func stripesBelowN(t *testing.T, lc *raidq.LocalCluster, topic string) (belowN, 
 func TestLocalClusterRepairAfterKill(t *testing.T) {
 	log := testlog.New(t, slog.LevelWarn)
 	lc, c := startLocal(t, raidq.LocalClusterConfig{Logger: log,
-		Repair: actors.RepairConfig{Interval: 100 * time.Millisecond, Window: time.Minute, Margin: 200 * time.Millisecond}}, 2)
+		Repair: node.RepairConfig{Interval: 100 * time.Millisecond, Window: time.Minute, Margin: 200 * time.Millisecond}}, 2)
 	const down = 2
 	if err := lc.KillNode(down); err != nil {
 		t.Fatal(err)

@@ -19,6 +19,7 @@ import (
 
 	"github.com/raidq/raidq/actors"
 	"github.com/raidq/raidq/actors/fanout"
+	"github.com/raidq/raidq/actors/node"
 	"github.com/raidq/raidq/bus"
 	"github.com/raidq/raidq/bus/meta"
 	"github.com/raidq/raidq/bus/natsserver"
@@ -120,9 +121,9 @@ type NodeOptions struct {
 	Heartbeat time.Duration
 
 	// Repair tunes the node's repair, scrub and retention loops (zero
-	// value: the defaults of actors.RepairConfig; flags --repair-rate,
+	// value: the defaults of node.RepairConfig; flags --repair-rate,
 	// --repair-interval, --scrub-interval, --scrub-rate).
-	Repair actors.RepairConfig
+	Repair node.RepairConfig
 
 	// Replace is the id of a dead node whose ensemble positions this node
 	// takes over (--replace OLD_ID): at start, every topic's ensembles get
@@ -219,7 +220,7 @@ func (o *NodeOptions) check() error {
 }
 
 // checkRepair refuses repair settings that cannot be meant.
-func checkRepair(r actors.RepairConfig) error {
+func checkRepair(r node.RepairConfig) error {
 	switch {
 	case r.RateMBps < 0 || r.RateMBps > 10000:
 		return fmt.Errorf("--repair-rate %g MB/s: must be 0 (default 20) to 10000", r.RateMBps)
@@ -285,7 +286,7 @@ type Node struct {
 	nc      *nats.Conn
 	meta    *meta.Store
 	catalog *meta.WatchedCatalog
-	node    *actors.Node
+	node    *node.Node
 	client  *actors.Client  // the node's own client: fan-out readers
 	fanout  *fanout.Manager // publishes decoded records on deliver subjects
 	started int64
@@ -368,7 +369,7 @@ func StartNodeContext(ctx context.Context, o NodeOptions) (n *Node, err error) {
 		}
 	}
 
-	n.node, err = actors.StartNode(actors.NodeConfig{ID: o.ID, Cluster: o.Cluster, Store: n.store, Conn: n.nc,
+	n.node, err = node.Start(node.Config{ID: o.ID, Cluster: o.Cluster, Store: n.store, Conn: n.nc,
 		Catalog: n.catalog, Logger: o.Logger, Now: o.Now, OnFatal: n.onFatal, Metrics: o.Metrics, NoSync: o.NoSync,
 		ReplyDelay: o.ReplyDelay, Repair: o.Repair, ClockBound: o.ClockBound})
 	if err != nil {
@@ -557,7 +558,7 @@ func (n *Node) waitJetStreamCurrent(ctx context.Context) error {
 }
 
 // settleBirth gives a new incarnation (a new or wiped data directory) its
-// birth from cluster time (actors.SettleBirth): the peers' clocks, and the
+// birth from cluster time (node.SettleBirth): the peers' clocks, and the
 // last heartbeat of this node's member record (its old incarnation's clock)
 // and of the node it replaces, one heartbeat period on.
 func (n *Node) settleBirth(ctx context.Context) error {
@@ -577,7 +578,7 @@ func (n *Node) settleBirth(ctx context.Context) error {
 			clocks = append(clocks, m.Heartbeat+o.Heartbeat.Nanoseconds())
 		}
 	}
-	_, err = actors.SettleBirth(ctx, actors.BirthConfig{ID: o.ID, Cluster: o.Cluster, Store: n.store, Conn: n.nc,
+	_, err = node.SettleBirth(ctx, node.BirthConfig{ID: o.ID, Cluster: o.Cluster, Store: n.store, Conn: n.nc,
 		Catalog: n.catalog, Now: o.Now, Clocks: clocks, Logger: o.Logger})
 	if err != nil {
 		return fmt.Errorf("node %s: %w", o.ID, err)
@@ -719,7 +720,7 @@ func (n *Node) Meta() *meta.Store { return n.meta }
 func (n *Node) Catalog() *meta.WatchedCatalog { return n.catalog }
 
 // Stats are the node's counters.
-func (n *Node) Stats() *actors.NodeStats { return n.node.Stats() }
+func (n *Node) Stats() *node.Stats { return n.node.Stats() }
 
 // Fatal receives the error when the node's store fails (fsync error,
 // corrupt data): the node must then be stopped, loudly.

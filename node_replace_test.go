@@ -13,7 +13,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/raidq/raidq"
-	"github.com/raidq/raidq/actors"
+	"github.com/raidq/raidq/actors/node"
 	"github.com/raidq/raidq/bus/meta"
 	"github.com/raidq/raidq/scenarios/testlog"
 )
@@ -30,7 +30,7 @@ func TestStartNodeReplace(t *testing.T) {
 	}
 	log := testlog.New(t, slog.LevelWarn)
 	const servers = 3
-	repair := actors.RepairConfig{Interval: 100 * time.Millisecond, Margin: 200 * time.Millisecond, ScrubInterval: -1}
+	repair := node.RepairConfig{Interval: 100 * time.Millisecond, Margin: 200 * time.Millisecond, ScrubInterval: -1}
 	// nodes[servers] is the replacement: a client of s0's server, stopped
 	// first (startMesh's cleanup stops s0 to s2 after it).
 	nodes := append(startMesh(t, log, "rep", servers, raidq.NodeOptions{Repair: repair}), nil)

@@ -18,6 +18,7 @@ import (
 	"github.com/raidq/raidq"
 	"github.com/raidq/raidq/actors"
 	"github.com/raidq/raidq/actors/metrics"
+	"github.com/raidq/raidq/bus"
 	"github.com/raidq/raidq/scenarios/testlog"
 )
 
@@ -233,7 +234,7 @@ func TestNodeMicroService(t *testing.T) {
 			if err := json.Unmarshal(m.Data, &p); err != nil {
 				t.Fatal(err)
 			}
-			if p.Name != "raidq-node" || p.Metadata["cluster"] != "svc" || p.Version != actors.Version {
+			if p.Name != "raidq-node" || p.Metadata["cluster"] != "svc" || p.Version != bus.Version() {
 				t.Fatalf("ping reply %+v", p)
 			}
 			ids[p.Metadata["node"]] = p.ID
@@ -258,7 +259,7 @@ func TestNodeMicroService(t *testing.T) {
 			t.Fatalf("node %s STATS endpoints: %+v", node, stats.Endpoints)
 		}
 		var data struct {
-			Counters actors.NodeCounters `json:"counters"`
+			Counters bus.NodeCounters `json:"counters"`
 		}
 		if err := json.Unmarshal(stats.Endpoints[0].Data, &data); err != nil {
 			t.Fatalf("node %s STATS data %s: %v", node, stats.Endpoints[0].Data, err)
@@ -266,7 +267,7 @@ func TestNodeMicroService(t *testing.T) {
 		if data.Counters.Writes > 0 {
 			wrote++
 		}
-		var st actors.NodeStatus
+		var st bus.NodeStatus
 		before := time.Now().UnixNano()
 		request(t, nc, "raidq.svc.status."+node, &st)
 		after := time.Now().UnixNano()
@@ -313,7 +314,7 @@ func TestClusterStatus(t *testing.T) {
 		t.Fatalf("%d nodes, want 6: %+v", len(nodes), nodes)
 	}
 	for i, n := range nodes {
-		if n.Node != ids[i] || n.Health != actors.HealthOK || n.Instances != 1 || n.RTT <= 0 || n.DiskBytes <= 0 {
+		if n.Node != ids[i] || n.Health != bus.HealthOK || n.Instances != 1 || n.RTT <= 0 || n.DiskBytes <= 0 {
 			t.Errorf("node %d: %+v", i, n)
 		}
 		if math.Abs(n.Skew.Seconds()) > 1 { // same machine, same clock
@@ -333,7 +334,7 @@ func TestClusterStatus(t *testing.T) {
 		t.Fatalf("after killing n5: %d nodes, want 5: %+v", len(nodes), nodes)
 	}
 	for _, n := range nodes {
-		if n.Node == "n5" || n.Health != actors.HealthOK {
+		if n.Node == "n5" || n.Health != bus.HealthOK {
 			t.Errorf("after killing n5: %+v", n)
 		}
 	}
@@ -341,7 +342,7 @@ func TestClusterStatus(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(nodes) != 6 || nodes[5].Node != "n5" || nodes[5].Health != actors.HealthNoAnswer || nodes[5].Error == "" {
+	if len(nodes) != 6 || nodes[5].Node != "n5" || nodes[5].Health != bus.HealthNoAnswer || nodes[5].Error == "" {
 		t.Fatalf("expecting n5 after its kill: %+v", nodes)
 	}
 

@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/raidq/raidq/actors/core"
+	"github.com/raidq/raidq/actors/internal/actorsys"
 	"github.com/raidq/raidq/actors/metrics"
 	"github.com/raidq/raidq/bus"
 	"github.com/raidq/raidq/bus/meta"
@@ -41,7 +42,7 @@ type Client struct {
 	cfg      ClientConfig
 	subjects bus.Subjects
 	system   *actor.ActorSystem
-	pool     *dispatchPool // the actors' goroutines (dispatch.go)
+	pool     *actorsys.Pool // the actors' goroutines (dispatch.go)
 	mu       sync.Mutex
 	links    map[string]*link
 	children []*actor.PID
@@ -67,11 +68,14 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 			return nil, err
 		}
 	}
-	return &Client{cfg: cfg, subjects: subj, system: NewSystem(cfg.Logger), pool: newDispatchPool(actorThroughput), links: make(map[string]*link), metrics: m}, nil
+	return &Client{cfg: cfg, subjects: subj, system: actorsys.NewSystem(cfg.Logger), pool: actorsys.NewPool(actorsys.Throughput), links: make(map[string]*link), metrics: m}, nil
 }
 
 // Logger is the client's logger.
 func (c *Client) Logger() *slog.Logger { return c.cfg.Logger }
+
+// Subjects are the subjects of the client's cluster.
+func (c *Client) Subjects() bus.Subjects { return c.subjects }
 
 // Catalog is the client's topic catalog.
 func (c *Client) Catalog() meta.Catalog { return c.cfg.Catalog }

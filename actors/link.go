@@ -23,6 +23,10 @@ var (
 	ErrLinkTimeout = errors.New("node did not reply in time")
 )
 
+// ErrLinkClosed: the link to a node was closed (its client or node is
+// stopping) before the request was answered.
+var ErrLinkClosed = errors.New("link closed")
+
 // LinkConfig bounds one link.
 type LinkConfig struct {
 	MaxInflight int           // requests outstanding before new ones are refused (default 4096)
@@ -98,7 +102,7 @@ func (l *link) send(subject string, data []byte, replyTo *actor.PID, tag any) {
 	l.mu.Lock()
 	if l.closed {
 		l.mu.Unlock()
-		l.sys.Root.Send(replyTo, &LinkResult{Tag: tag, Err: fmt.Errorf("link to %s: %w", l.node, errStopped)})
+		l.sys.Root.Send(replyTo, &LinkResult{Tag: tag, Err: fmt.Errorf("link to %s: %w", l.node, ErrLinkClosed)})
 		return
 	}
 	if len(l.pending) >= l.cfg.MaxInflight {
@@ -199,7 +203,7 @@ func (l *link) close() {
 	close(l.done)
 	l.wg.Wait()
 	for _, p := range pending {
-		l.sys.Root.Send(p.replyTo, &LinkResult{Tag: p.tag, Err: fmt.Errorf("link to %s: %w", l.node, errStopped)})
+		l.sys.Root.Send(p.replyTo, &LinkResult{Tag: p.tag, Err: fmt.Errorf("link to %s: %w", l.node, ErrLinkClosed)})
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/raidq/raidq/actors/core"
+	"github.com/raidq/raidq/actors/internal/actorsys"
 	"github.com/raidq/raidq/bus/meta"
 	"github.com/raidq/raidq/stripe"
 )
@@ -77,8 +78,12 @@ type Producer struct {
 	c     *Client
 	pid   *actor.PID
 	topic *meta.Topic
-	a     *producerActor // for tests: a.ticking
+	a     *producerActor
 }
+
+// Ticking says whether the producer's attempt-timeout tick runs: only
+// while a stripe is in flight, so an idle producer costs no wake-ups.
+func (p *Producer) Ticking() bool { return p.a.ticking.Load() }
 
 // NewProducer spawns a producer actor for cfg.Topic.
 func (c *Client) NewProducer(cfg ProducerConfig) (*Producer, error) {
@@ -116,7 +121,7 @@ func (c *Client) NewProducer(cfg ProducerConfig) (*Producer, error) {
 		}
 	}
 	pa := newProducerActor(c, t, cfg)
-	pid, err := c.spawn(props(c.pool, func() actor.Actor { return pa }))
+	pid, err := c.spawn(actorsys.Props(c.pool, func() actor.Actor { return pa }))
 	if err != nil {
 		return nil, err
 	}

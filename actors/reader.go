@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/raidq/raidq/actors/core"
+	"github.com/raidq/raidq/actors/internal/actorsys"
 	"github.com/raidq/raidq/actors/metrics"
 	"github.com/raidq/raidq/bus"
 	"github.com/raidq/raidq/bus/meta"
@@ -143,7 +144,7 @@ func (c *Client) NewReader(cfg ReaderConfig) (*Reader, error) {
 		log: c.cfg.Logger.With("topic", t.Name, "partition", cfg.Partition), m: c.metrics.Reader(t.Name, cfg.Partition),
 		stats: &readerStats{}, suspect: make([]atomic.Bool, t.Params.N)}
 	ra.stats.set(ra.core.LowWater(), 0)
-	pid, err := c.spawn(props(c.pool, func() actor.Actor { return ra }))
+	pid, err := c.spawn(actorsys.Props(c.pool, func() actor.Actor { return ra }))
 	if err != nil {
 		return nil, err
 	}

@@ -38,12 +38,12 @@ type StatusOptions struct {
 // its status. The result is sorted by node id; each entry's Health says
 // how it answered, RTT and Skew what was measured. ErrNoNodes when nothing
 // answered; other errors are the NATS connection's.
-func Status(ctx context.Context, nc *nats.Conn, cluster string) ([]NodeStatus, error) {
+func Status(ctx context.Context, nc *nats.Conn, cluster string) ([]bus.NodeStatus, error) {
 	return StatusWith(ctx, nc, cluster, StatusOptions{})
 }
 
 // StatusWith is Status with options.
-func StatusWith(ctx context.Context, nc *nats.Conn, cluster string, o StatusOptions) ([]NodeStatus, error) {
+func StatusWith(ctx context.Context, nc *nats.Conn, cluster string, o StatusOptions) ([]bus.NodeStatus, error) {
 	subj, err := bus.NewSubjects(cluster)
 	if err != nil {
 		return nil, err
@@ -58,12 +58,12 @@ func StatusWith(ctx context.Context, nc *nats.Conn, cluster string, o StatusOpti
 	defer cancel()
 
 	q := &statusQuery{nc: nc, subj: subj, slowAfter: o.SlowAfter, ctx: ctx,
-		nodes: make(map[string]*NodeStatus), ids: make(map[string]map[string]bool), done: make(chan struct{})}
+		nodes: make(map[string]*bus.NodeStatus), ids: make(map[string]map[string]bool), done: make(chan struct{})}
 	for _, id := range o.Expect {
 		q.expect = append(q.expect, id)
 		q.ask(id)
 	}
-	ping, err := micro.ControlSubject(micro.PingVerb, NodeServiceName, "")
+	ping, err := micro.ControlSubject(micro.PingVerb, bus.NodeServiceName, "")
 	if err != nil {
 		return nil, err
 	}
@@ -89,15 +89,15 @@ func StatusWith(ctx context.Context, nc *nats.Conn, cluster string, o StatusOpti
 	q.mu.Unlock()
 	q.wg.Wait() // each request ends by ctx at the latest
 
-	out := make([]NodeStatus, 0, len(q.nodes))
+	out := make([]bus.NodeStatus, 0, len(q.nodes))
 	for id, st := range q.nodes {
 		st.Instances = max(len(q.ids[id]), 1)
 		if st.Health == "" {
-			st.Health, st.Error = HealthNoAnswer, "no status answer within "+o.Timeout.String()
+			st.Health, st.Error = bus.HealthNoAnswer, "no status answer within "+o.Timeout.String()
 		}
 		out = append(out, *st)
 	}
-	slices.SortFunc(out, func(a, b NodeStatus) int {
+	slices.SortFunc(out, func(a, b bus.NodeStatus) int {
 		switch {
 		case a.Node < b.Node:
 			return -1
@@ -108,7 +108,7 @@ func StatusWith(ctx context.Context, nc *nats.Conn, cluster string, o StatusOpti
 	})
 	answered := false
 	for _, st := range out {
-		answered = answered || st.Health != HealthNoAnswer
+		answered = answered || st.Health != bus.HealthNoAnswer
 	}
 	if !answered {
 		return out, fmt.Errorf("%w (cluster %s)", ErrNoNodes, cluster)
@@ -125,7 +125,7 @@ type statusQuery struct {
 	expect    []string
 
 	mu     sync.Mutex
-	nodes  map[string]*NodeStatus     // by node id; Health "" while the status request is out
+	nodes  map[string]*bus.NodeStatus // by node id; Health "" while the status request is out
 	ids    map[string]map[string]bool // node id -> micro instance ids seen (two: a duplicated id)
 	closed bool
 	wg     sync.WaitGroup
@@ -136,7 +136,7 @@ type statusQuery struct {
 // onPing handles one micro PING reply.
 func (q *statusQuery) onPing(m *nats.Msg) {
 	var p micro.Ping
-	if err := json.Unmarshal(m.Data, &p); err != nil || p.Name != NodeServiceName || p.Metadata["cluster"] != q.subj.Cluster() {
+	if err := json.Unmarshal(m.Data, &p); err != nil || p.Name != bus.NodeServiceName || p.Metadata["cluster"] != q.subj.Cluster() {
 		return // another cluster's node, or not a node
 	}
 	node := p.Metadata["node"]
@@ -159,7 +159,7 @@ func (q *statusQuery) ask(node string) {
 	if q.closed || q.nodes[node] != nil {
 		return
 	}
-	q.nodes[node] = &NodeStatus{Node: node, Cluster: q.subj.Cluster()}
+	q.nodes[node] = &bus.NodeStatus{Node: node, Cluster: q.subj.Cluster()}
 	q.wg.Add(1)
 	go func() {
 		defer q.wg.Done()
@@ -177,7 +177,7 @@ func (q *statusQuery) checkDone() {
 		return
 	}
 	for _, id := range q.expect {
-		if st := q.nodes[id]; st == nil || st.Health == "" || st.Health == HealthNoAnswer {
+		if st := q.nodes[id]; st == nil || st.Health == "" || st.Health == bus.HealthNoAnswer {
 			return
 		}
 	}
@@ -186,11 +186,11 @@ func (q *statusQuery) checkDone() {
 }
 
 // request asks one node for its status and judges the answer.
-func (q *statusQuery) request(node string) NodeStatus {
+func (q *statusQuery) request(node string) bus.NodeStatus {
 	sent := time.Now()
 	m, err := q.nc.RequestWithContext(q.ctx, q.subj.Status(node), nil)
 	recv := time.Now()
-	st := NodeStatus{Node: node, Cluster: q.subj.Cluster(), Health: HealthNoAnswer}
+	st := bus.NodeStatus{Node: node, Cluster: q.subj.Cluster(), Health: bus.HealthNoAnswer}
 	switch {
 	case errors.Is(err, nats.ErrNoResponders):
 		st.Error = "no status endpoint (node not running?)"
@@ -203,7 +203,7 @@ func (q *statusQuery) request(node string) NodeStatus {
 		return st
 	}
 	if err := json.Unmarshal(m.Data, &st); err != nil {
-		return NodeStatus{Node: node, Cluster: q.subj.Cluster(), Health: HealthNoAnswer, Error: "bad status answer: " + err.Error()}
+		return bus.NodeStatus{Node: node, Cluster: q.subj.Cluster(), Health: bus.HealthNoAnswer, Error: "bad status answer: " + err.Error()}
 	}
 	st.Node, st.Error = node, ""
 	st.RTT = recv.Sub(sent)
@@ -212,13 +212,13 @@ func (q *statusQuery) request(node string) NodeStatus {
 	st.Skew = time.Duration(st.Clock - mid)
 	switch {
 	case st.Failure != "":
-		st.Health = HealthFailed
+		st.Health = bus.HealthFailed
 	case st.ClockOff != "":
-		st.Health = HealthClockOff
+		st.Health = bus.HealthClockOff
 	case st.RTT > q.slowAfter:
-		st.Health = HealthSlow
+		st.Health = bus.HealthSlow
 	default:
-		st.Health = HealthOK
+		st.Health = bus.HealthOK
 	}
 	return st
 }

@@ -156,7 +156,7 @@ func (s Subjects) HeartbeatAll() string {
 }
 
 // Status returns raidq.<cluster>.status.<node>, the subject of node's status
-// endpoint (a NATS micro service endpoint; see actors.NodeStatus).
+// endpoint (a NATS micro service endpoint; see bus.NodeStatus).
 func (s Subjects) Status(node string) string {
 	return s.status + node
 }

@@ -44,8 +44,8 @@ import (
 // ErrBadMessage is wrapped by every decoding and validation error of a wire message.
 var ErrBadMessage = errors.New("bad message")
 
-// Version is the wire format version this package writes and reads.
-const Version = 1
+// WireVersion is the wire format version this package writes and reads.
+const WireVersion = 1
 
 // Limits of the wire format.
 const (
@@ -198,8 +198,8 @@ func PeekType(b []byte) (MsgType, error) {
 	if t < TypeWriteReq || t > TypeScanReply {
 		return 0, fmt.Errorf("%w: unknown message type %d", ErrBadMessage, b[0])
 	}
-	if b[1] != Version {
-		return 0, fmt.Errorf("%w: %s: unsupported version %d (want %d)", ErrBadMessage, t, b[1], Version)
+	if b[1] != WireVersion {
+		return 0, fmt.Errorf("%w: %s: unsupported version %d (want %d)", ErrBadMessage, t, b[1], WireVersion)
 	}
 	if len(b) > MaxMessage {
 		return 0, fmt.Errorf("%w: %s: %d bytes exceeds the %d-byte message limit", ErrBadMessage, t, len(b), MaxMessage)
@@ -261,7 +261,7 @@ func (m WriteReq) Append(dst []byte) []byte {
 	if m.Repair {
 		flags |= writeFlagRepair
 	}
-	dst = append(dst, byte(TypeWriteReq), Version, flags)
+	dst = append(dst, byte(TypeWriteReq), WireVersion, flags)
 	dst = binary.BigEndian.AppendUint32(dst, m.Partition)
 	dst = binary.BigEndian.AppendUint64(dst, m.Offset)
 	dst = appendString(dst, m.Topic)
@@ -287,7 +287,7 @@ func (m WriteReq) AppendHead(dst []byte, shardLen int) []byte {
 	if m.Repair {
 		flags |= writeFlagRepair
 	}
-	dst = append(dst, byte(TypeWriteReq), Version, flags)
+	dst = append(dst, byte(TypeWriteReq), WireVersion, flags)
 	dst = binary.BigEndian.AppendUint32(dst, m.Partition)
 	dst = binary.BigEndian.AppendUint64(dst, m.Offset)
 	dst = appendString(dst, m.Topic)
@@ -345,7 +345,7 @@ func (m WriteReply) Size() int { return fixedWriteReply + bytesLen(len(m.Detail)
 // Append appends m's encoding to dst. It does not validate.
 func (m WriteReply) Append(dst []byte) []byte {
 	dst = grow(dst, m.Size())
-	dst = append(dst, byte(TypeWriteReply), Version, byte(m.Status))
+	dst = append(dst, byte(TypeWriteReply), WireVersion, byte(m.Status))
 	dst = binary.BigEndian.AppendUint64(dst, uint64(m.NodeClock))
 	return appendString(dst, m.Detail)
 }
@@ -430,7 +430,7 @@ func (m ScanReq) Append(dst []byte) []byte {
 	if m.Probe {
 		flags |= scanFlagProbe
 	}
-	dst = append(dst, byte(TypeScanReq), Version, flags)
+	dst = append(dst, byte(TypeScanReq), WireVersion, flags)
 	dst = binary.BigEndian.AppendUint32(dst, m.Partition)
 	dst = binary.BigEndian.AppendUint64(dst, m.From)
 	dst = binary.BigEndian.AppendUint64(dst, m.To)
@@ -536,7 +536,7 @@ func (m ScanReply) Size() int {
 // Append appends m's encoding to dst. It does not validate.
 func (m ScanReply) Append(dst []byte) []byte {
 	dst = grow(dst, m.Size())
-	dst = append(dst, byte(TypeScanReply), Version, byte(m.Status))
+	dst = append(dst, byte(TypeScanReply), WireVersion, byte(m.Status))
 	dst = binary.BigEndian.AppendUint64(dst, uint64(m.NodeClock))
 	dst = binary.BigEndian.AppendUint64(dst, m.Seal)
 	dst = binary.BigEndian.AppendUint64(dst, m.Birth)

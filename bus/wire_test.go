@@ -270,7 +270,7 @@ func TestDecodeRejectsTruncationTrailingVersionType(t *testing.T) {
 	_, err = DecodeRequest(WriteReply{Status: StatusOK}.Marshal())
 	expectBad(t, "reply as request", err, "not a request")
 	big := make([]byte, MaxMessage+1)
-	big[0], big[1] = byte(TypeScanReply), Version
+	big[0], big[1] = byte(TypeScanReply), WireVersion
 	_, err = DecodeScanReply(big)
 	expectBad(t, "oversized", err, "message limit")
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/raidq/raidq/actors"
 	"github.com/raidq/raidq/actors/core"
+	"github.com/raidq/raidq/actors/node"
 	"github.com/raidq/raidq/bus"
 	"github.com/raidq/raidq/bus/meta"
 	"github.com/raidq/raidq/bus/natsserver"
@@ -88,7 +89,7 @@ func newEnv(t *testing.T, partitions int) *env {
 	}
 	e.waitFor("topic in the watched catalog", 5*time.Second, func() bool { _, err := e.cat.Topic(topic); return err == nil })
 	for i, id := range e.nodes {
-		n, err := actors.StartNode(actors.NodeConfig{ID: id, Cluster: cluster, Store: stores[i], Conn: e.conn("node-" + id),
+		n, err := node.Start(node.Config{ID: id, Cluster: cluster, Store: stores[i], Conn: e.conn("node-" + id),
 			Catalog: e.cat, Logger: e.log})
 		if err != nil {
 			t.Fatal(err)

@@ -16,8 +16,8 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/raidq/raidq"
-	"github.com/raidq/raidq/actors"
 	"github.com/raidq/raidq/actors/metrics"
+	"github.com/raidq/raidq/actors/node"
 )
 
 // nodeStopTimeout bounds a graceful stop after SIGTERM/SIGINT.
@@ -111,7 +111,7 @@ command line win; an unknown key is an error.`,
 	f.StringVar(&configFile, "config", "", "read flags from this file (JSON or NATS-style key: value)")
 	// Failure drills only (raidq drill slow-2): answer every request late.
 	f.DurationVar(&o.ReplyDelay, "reply-delay", 0, "answer every request this late (failure drills: a slow node)")
-	f.DurationVar(&o.ClockBound, "max-clock-offset", actors.DefaultClockBound, "refuse writes (CLOCK_OFF) while this node's clock is further than this from its peers' (negative: never check)")
+	f.DurationVar(&o.ClockBound, "max-clock-offset", node.DefaultClockBound, "refuse writes (CLOCK_OFF) while this node's clock is further than this from its peers' (negative: never check)")
 	_ = f.MarkHidden("reply-delay")
 	return cmd
 }

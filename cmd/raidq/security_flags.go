@@ -13,7 +13,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/raidq/raidq"
-	"github.com/raidq/raidq/actors"
+	"github.com/raidq/raidq/bus"
 	"github.com/raidq/raidq/bus/natsserver"
 )
 
@@ -103,7 +103,7 @@ func fileExists(path string) bool {
 
 // refusalNote names the requests a node refused, for the status table:
 // "12 refused (3 malformed, 8 mismatched, 1 forged repair)".
-func refusalNote(c actors.NodeCounters) string {
+func refusalNote(c bus.NodeCounters) string {
 	if c.BadRequests == 0 {
 		return ""
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/raidq/raidq/actors"
+	"github.com/raidq/raidq/bus"
 )
 
 func statusCmd() *cobra.Command {
@@ -82,7 +83,7 @@ store.`,
 				printStatus(cmd.OutOrStdout(), nodes)
 			}
 			for _, n := range nodes {
-				if n.Health == actors.HealthNoAnswer || n.Health == actors.HealthFailed {
+				if n.Health == bus.HealthNoAnswer || n.Health == bus.HealthFailed {
 					if !asJSON {
 						fmt.Fprintf(cmd.ErrOrStderr(), "raidq: node %s: %s\n", n.Node, n.Health)
 					}
@@ -104,17 +105,17 @@ store.`,
 
 // statusReport is the --json output.
 type statusReport struct {
-	Cluster string              `json:"cluster"`
-	NATS    string              `json:"nats"`
-	Checked time.Time           `json:"checked"`
-	Nodes   []actors.NodeStatus `json:"nodes"`
+	Cluster string           `json:"cluster"`
+	NATS    string           `json:"nats"`
+	Checked time.Time        `json:"checked"`
+	Nodes   []bus.NodeStatus `json:"nodes"`
 }
 
-func printStatus(w io.Writer, nodes []actors.NodeStatus) {
+func printStatus(w io.Writer, nodes []bus.NodeStatus) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "NODE\tHEALTH\tRTT\tSKEW\tDISK\tOWNERS\tPENDING\tWRITES\tCONFLICTS\tSEALED\tREPAIRED\tBELOW_N\tNOTES")
 	for _, n := range nodes {
-		if n.Health == actors.HealthNoAnswer {
+		if n.Health == bus.HealthNoAnswer {
 			fmt.Fprintf(tw, "%s\t%s\t-\t-\t-\t-\t-\t-\t-\t-\t-\t-\t%s\n", n.Node, n.Health, n.Error)
 			continue
 		}

@@ -11,7 +11,7 @@ import (
 	"testing"
 
 	"github.com/raidq/raidq"
-	"github.com/raidq/raidq/actors"
+	"github.com/raidq/raidq/bus"
 	"github.com/raidq/raidq/bus/natsserver"
 	"github.com/raidq/raidq/scenarios/testlog"
 )
@@ -86,7 +86,7 @@ func TestStatusCluster(t *testing.T) {
 		t.Fatalf("--json: cluster %q nats %q, %d nodes:\n%s", rep.Cluster, rep.NATS, len(rep.Nodes), out)
 	}
 	for _, n := range rep.Nodes {
-		if n.Health == actors.HealthNoAnswer || n.Health == actors.HealthFailed || !n.NoSync {
+		if n.Health == bus.HealthNoAnswer || n.Health == bus.HealthFailed || !n.NoSync {
 			t.Errorf("node %+v", n)
 		}
 	}

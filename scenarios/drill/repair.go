@@ -8,6 +8,7 @@ import (
 
 	"github.com/raidq/raidq"
 	"github.com/raidq/raidq/actors"
+	"github.com/raidq/raidq/bus"
 )
 
 // The drill's view of repair (issue: "keep full redundancy after
@@ -48,7 +49,7 @@ const repairPollEvery = 500 * time.Millisecond
 // repairSample is one poll: each node's repair counters (nil: no answer).
 type repairSample struct {
 	t     float64
-	nodes map[string]*actors.NodeCounters
+	nodes map[string]*bus.NodeCounters
 }
 
 // repairWatch polls node status from the load start until stopped.
@@ -90,9 +91,9 @@ func (w *repairWatch) poll() {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	st, _ := actors.StatusWith(ctx, w.c.Conn(), w.r.be.Cluster(), actors.StatusOptions{Timeout: time.Second, Expect: w.r.be.IDs()})
-	s := repairSample{t: w.r.since(), nodes: make(map[string]*actors.NodeCounters)}
+	s := repairSample{t: w.r.since(), nodes: make(map[string]*bus.NodeCounters)}
 	for i := range st {
-		if st[i].Health != actors.HealthNoAnswer {
+		if st[i].Health != bus.HealthNoAnswer {
 			c := st[i].Counters
 			s.nodes[st[i].Node] = &c
 		}

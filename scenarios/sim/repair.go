@@ -45,7 +45,7 @@ import (
 // rate limit, scrub and corrupt targets (the simulated disks do not rot),
 // retention. InDoubtKeep is scaled down (inDoubtKeep).
 
-// Repair constants (actors.RepairConfig's defaults where they matter).
+// Repair constants (node.RepairConfig's defaults where they matter).
 const (
 	repairWindow  = 10 * int64(time.Minute) // RepairConfig.Window: the whole run
 	repairMargin  = int64(time.Second)      // RepairConfig.Margin

@@ -11,7 +11,7 @@ import (
 // whole store (slots and seals) and restart as a new incarnation, with
 // their clock set back by up to Config.WipeClockBack (a replacement
 // machine not yet synced). The new incarnation's birth comes from cluster
-// time, as actors.SettleBirth takes it: core.BirthInput with the node's
+// time, as node.SettleBirth takes it: core.BirthInput with the node's
 // clock, the clocks its peers answer with (the nodes up, plus a round
 // trip) and the topic's creation, plus core.BirthMargin. Below its birth
 // the node's owners answer scans "unknown" (core.ScanDecision.Unknown,

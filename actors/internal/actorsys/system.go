@@ -1,31 +1,27 @@
-package actors
+// Package actorsys is the actor-system plumbing that raidq's client and
+// node actors share: a system that logs through slog, the kept-goroutine
+// dispatcher, and the supervisor strategy.
+package actorsys
 
 import (
-	"errors"
 	"log/slog"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
-
-	"github.com/raidq/raidq/actors/core"
 )
 
 // NewSystem returns an actor system that logs through logger (protoactor
 // would otherwise write to stderr), with its own chatter at warn level.
 func NewSystem(logger *slog.Logger) *actor.ActorSystem {
-	quiet := slog.New(levelFilter{logger.Handler(), slog.LevelWarn})
+	quiet := slog.New(minLevel{logger.Handler(), slog.LevelWarn})
 	return actor.NewActorSystem(
 		actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return quiet }),
 		actor.WithDeadLetterThrottleCount(3),
 	)
 }
 
-// restartStrategy restarts a failed child (its state is rebuilt from the
+// RestartStrategy restarts a failed child (its state is rebuilt from the
 // store or its parent), giving up after 10 failures in 10 seconds.
-func restartStrategy() actor.SupervisorStrategy {
+func RestartStrategy() actor.SupervisorStrategy {
 	return actor.NewOneForOneStrategy(10, 10*time.Second, actor.DefaultDecider)
 }
-
-func rangeOf(offset uint64) uint64 { return core.RangeStart(offset) }
-
-var errorsIs = errors.Is

@@ -1,4 +1,4 @@
-package actors
+package node
 
 import (
 	"context"
@@ -126,7 +126,7 @@ func peerClocks(ctx context.Context, c BirthConfig, peers map[string]bool) []uin
 			defer wg.Done()
 			sent := time.Now()
 			m, err := c.Conn.RequestWithContext(ctx, subj.Status(id), nil)
-			var st NodeStatus
+			var st bus.NodeStatus
 			if err != nil || json.Unmarshal(m.Data, &st) != nil || st.Clock <= 0 {
 				return // down, not answering, or not a status answer: other clocks stand in
 			}

@@ -1,4 +1,4 @@
-package actors
+package node
 
 import (
 	"context"
@@ -14,6 +14,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/raidq/raidq/actors/core"
+	"github.com/raidq/raidq/actors/internal/actorsys"
 	"github.com/raidq/raidq/bus/meta"
 	"github.com/raidq/raidq/slotstore"
 	"github.com/raidq/raidq/stripe"
@@ -313,7 +314,7 @@ func (n *Node) spawnMaintenance(ctx actor.Context) {
 		return
 	}
 	loop := func(name string, first, every time.Duration, run func(context.Context), hooks ...func(bool)) *actor.PID {
-		return ctx.Spawn(props(n.pool, func() actor.Actor {
+		return ctx.Spawn(actorsys.Props(n.pool, func() actor.Actor {
 			return &loopActor{name: name, first: first, every: every, run: run, log: m.log, hooks: hooks}
 		}))
 	}

@@ -1,4 +1,4 @@
-package actors
+package node
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/raidq/raidq/actors"
 	"github.com/raidq/raidq/actors/core"
 	"github.com/raidq/raidq/bus/meta"
 	"github.com/raidq/raidq/bus/natsserver"
@@ -30,7 +31,7 @@ type miniCluster struct {
 	ids    []string
 	nodes  []*Node
 	stores []*slotstore.MemStore
-	client *Client
+	client *actors.Client
 }
 
 func newMiniCluster(t *testing.T, n int) *miniCluster {
@@ -51,7 +52,7 @@ func newMiniCluster(t *testing.T, n int) *miniCluster {
 			t.Fatal(err)
 		}
 		t.Cleanup(nc.Close)
-		node, err := StartNode(NodeConfig{ID: id, Cluster: testCluster, Store: store, Conn: nc, Catalog: c.cat, Logger: c.log})
+		node, err := Start(Config{ID: id, Cluster: testCluster, Store: store, Conn: nc, Catalog: c.cat, Logger: c.log})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -70,7 +71,7 @@ func newMiniCluster(t *testing.T, n int) *miniCluster {
 		t.Fatal(err)
 	}
 	t.Cleanup(cnc.Close)
-	if c.client, err = NewClient(ClientConfig{Cluster: testCluster, Conn: cnc, Catalog: c.cat, Logger: c.log}); err != nil {
+	if c.client, err = actors.NewClient(actors.ClientConfig{Cluster: testCluster, Conn: cnc, Catalog: c.cat, Logger: c.log}); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(c.client.Close)
@@ -91,14 +92,14 @@ func (c *miniCluster) createTopic(name string, partitions int) *meta.Topic {
 
 // sendAll sends values on p, spreading them over partitions, and returns
 // each value's result once every callback has run.
-func sendAll(t *testing.T, p *Producer, partitions int, values []string) map[string]SendResult {
+func sendAll(t *testing.T, p *actors.Producer, partitions int, values []string) map[string]actors.SendResult {
 	t.Helper()
 	var mu sync.Mutex
 	var wg sync.WaitGroup
-	out := make(map[string]SendResult, len(values))
+	out := make(map[string]actors.SendResult, len(values))
 	for i, v := range values {
 		wg.Add(1)
-		p.Send(stripe.Record{Key: []byte(v), Value: []byte(v)}, i%partitions, func(r SendResult) {
+		p.Send(stripe.Record{Key: []byte(v), Value: []byte(v)}, i%partitions, func(r actors.SendResult) {
 			mu.Lock()
 			out[v] = r
 			mu.Unlock()
@@ -196,14 +197,14 @@ func TestClientProduceAndRead(t *testing.T) {
 	c := newMiniCluster(t, 6)
 	const partitions = 2
 	tp := c.createTopic("events", partitions)
-	p, err := c.client.NewProducer(ProducerConfig{Topic: tp.Name})
+	p, err := c.client.NewProducer(actors.ProducerConfig{Topic: tp.Name})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = p.Close(context.Background()) })
 
-	acked := make(map[string]SendResult)
-	check := func(res map[string]SendResult, phase string) {
+	acked := make(map[string]actors.SendResult)
+	check := func(res map[string]actors.SendResult, phase string) {
 		t.Helper()
 		for v, r := range res {
 			if r.Err != nil {
@@ -225,9 +226,9 @@ func TestClientProduceAndRead(t *testing.T) {
 	}
 
 	col := newCollector(partitions, len(acked))
-	var readers []*Reader
+	var readers []*actors.Reader
 	for part := 0; part < partitions; part++ {
-		r, err := c.client.NewReader(ReaderConfig{Topic: tp.Name, Partition: part, Sink: col.sink(part)})
+		r, err := c.client.NewReader(actors.ReaderConfig{Topic: tp.Name, Partition: part, Sink: col.sink(part)})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -285,23 +286,23 @@ func TestClientProduceAndRead(t *testing.T) {
 func TestProducerTicksOnlyWhileBusy(t *testing.T) {
 	c := newMiniCluster(t, 6)
 	tp := c.createTopic("quiet", 1)
-	p, err := c.client.NewProducer(ProducerConfig{Topic: tp.Name})
+	p, err := c.client.NewProducer(actors.ProducerConfig{Topic: tp.Name})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = p.Close(context.Background()) })
-	if p.a.ticking.Load() {
+	if p.Ticking() {
 		t.Fatal("a new producer ticks before any send")
 	}
 	for round := range 2 {
 		for _, st := range c.stores {
 			st.Hold() // no commit, so no reply: the stripe stays in flight
 		}
-		results := make(chan SendResult, 10)
+		results := make(chan actors.SendResult, 10)
 		for _, v := range values(round*10, round*10+10) {
-			p.Send(stripe.Record{Value: []byte(v)}, 0, func(r SendResult) { results <- r })
+			p.Send(stripe.Record{Value: []byte(v)}, 0, func(r actors.SendResult) { results <- r })
 		}
-		waitFor(t, "the tick to start with a stripe in flight", p.a.ticking.Load)
+		waitFor(t, "the tick to start with a stripe in flight", p.Ticking)
 		for _, st := range c.stores {
 			st.Release()
 		}
@@ -312,6 +313,6 @@ func TestProducerTicksOnlyWhileBusy(t *testing.T) {
 		}
 		// Acked stripes stay in the writer a while (listening for late
 		// refusals); the tick must stop once they are done.
-		waitFor(t, "the tick to stop once no stripe is in flight", func() bool { return !p.a.ticking.Load() })
+		waitFor(t, "the tick to stop once no stripe is in flight", func() bool { return !p.Ticking() })
 	}
 }

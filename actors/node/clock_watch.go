@@ -1,4 +1,4 @@
-package actors
+package node
 
 import (
 	"context"
@@ -12,6 +12,8 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/raidq/raidq/actors/core"
+	"github.com/raidq/raidq/actors/internal/actorsys"
+	"github.com/raidq/raidq/bus"
 )
 
 // The node's check of its own clock against its peers' (core.ClockWatch).
@@ -22,7 +24,7 @@ import (
 // are served as usual (the data is good; the nodes' seal rules still hold
 // on their own clocks).
 
-// Defaults of NodeConfig.ClockBound and ClockCheckEvery.
+// Defaults of Config.ClockBound and ClockCheckEvery.
 const (
 	DefaultClockBound      = time.Second
 	DefaultClockCheckEvery = 5 * time.Second
@@ -44,7 +46,7 @@ func (n *Node) spawnClockWatch(ctx actor.Context) {
 	}
 	n.clock.watch = core.ClockWatch{Bound: int64(n.cfg.ClockBound), MinPeers: 2}
 	every := n.cfg.ClockCheckEvery
-	ctx.Spawn(props(n.pool, func() actor.Actor {
+	ctx.Spawn(actorsys.Props(n.pool, func() actor.Actor {
 		return &loopActor{name: "clock", first: min(every, time.Second), every: every, run: n.clockPass, log: n.cfg.Logger}
 	}))
 }
@@ -100,7 +102,7 @@ func (n *Node) peerOffsets(ctx context.Context) []int64 {
 			sent := n.cfg.Now()
 			m, err := n.cfg.Conn.RequestWithContext(ctx, n.subjects.Status(id), nil)
 			recv := n.cfg.Now()
-			var st NodeStatus
+			var st bus.NodeStatus
 			if err != nil || json.Unmarshal(m.Data, &st) != nil || st.Clock <= 0 {
 				return
 			}

@@ -1,4 +1,4 @@
-package actors
+package actorsys
 
 import (
 	"sync"
@@ -9,7 +9,7 @@ import (
 // next one (Schedule starts another worker), every batch runs, and Close
 // waits for the workers (goleak in TestMain checks none is left).
 func TestDispatchPoolNeverWaits(t *testing.T) {
-	d := newDispatchPool(actorThroughput)
+	d := NewPool(Throughput)
 	release := make(chan struct{})
 	blocked := make(chan struct{})
 	d.Schedule(func() { close(blocked); <-release })

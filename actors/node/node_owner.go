@@ -1,6 +1,7 @@
-package actors
+package node
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"sync/atomic"
@@ -16,7 +17,7 @@ import (
 )
 
 // defaultOwnerIdle is how long a slot owner waits without requests before
-// it retires (NodeConfig.OwnerIdle). Ranges older than the accept window
+// it retires (Config.OwnerIdle). Ranges older than the accept window
 // only see scans, so most owners live a few seconds.
 const defaultOwnerIdle = 5 * time.Second
 
@@ -257,7 +258,7 @@ func (n *Node) readPage(m *slotRequest, q bus.ScanReq, d core.ScanDecision) {
 	n.respond(m.msg, pb.Reply(bus.ScanReply{Status: status, NodeClock: n.cfg.Now(), Seal: d.Seal, Birth: birth, Next: next, After: after}).Marshal())
 }
 
-func isBusy(err error) bool { return err != nil && errorsIs(err, slotstore.ErrBusy) }
+func isBusy(err error) bool { return err != nil && errors.Is(err, slotstore.ErrBusy) }
 
 // firstAfter returns the first occupied offset at or after q.To in the
 // partition (0 if none): one LevelDB seek, so a reader far behind can skip

@@ -1,8 +1,9 @@
-package actors
+package node
 
 import (
 	"context"
 	"fmt"
+	mrand "math/rand/v2"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -156,7 +157,8 @@ func (m *maintenance) reappend(ctx context.Context, t *meta.Topic, p uint32, id 
 	wc := core.DefaultWriterConfig(t.Params)
 	wc.Nodes = t.Ensembles[p]
 	w := core.NewWriter(wc)
-	rnd := newRand(uint64(m.n.cfg.Now()) ^ id.Seq)
+	seed := uint64(m.n.cfg.Now()) ^ id.Seq
+	rnd := mrand.New(mrand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
 	timeout := max(2*time.Duration(wc.AttemptTimeout), 250*time.Millisecond)
 	cctx, cancel := context.WithCancel(ctx)
 	defer cancel()

@@ -1,4 +1,4 @@
-package actors
+package node
 
 import (
 	"context"
@@ -14,6 +14,8 @@ import (
 	"github.com/nats-io/nats.go/micro"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/raidq/raidq/actors/core"
+	"github.com/raidq/raidq/actors/internal/actorsys"
 	"github.com/raidq/raidq/actors/metrics"
 	"github.com/raidq/raidq/bus"
 	"github.com/raidq/raidq/bus/meta"
@@ -21,8 +23,8 @@ import (
 	"github.com/raidq/raidq/stripe"
 )
 
-// NodeConfig configures one storage node.
-type NodeConfig struct {
+// Config configures one storage node.
+type Config struct {
 	ID      string
 	Cluster string
 	Store   slotstore.Store
@@ -65,10 +67,10 @@ type NodeConfig struct {
 // owner) behind two NATS subscriptions, raidq.<cluster>.slot.<node>.> for
 // writes and raidq.<cluster>.scan.<node>.> for scans (node_guard.go).
 type Node struct {
-	cfg      NodeConfig
+	cfg      Config
 	subjects bus.Subjects
 	system   *actor.ActorSystem
-	pool     *dispatchPool // the actors' goroutines (dispatch.go)
+	pool     *actorsys.Pool // the actors' goroutines (dispatch.go)
 	root     *actor.PID
 	parts    sync.Map           // partKey -> *actor.PID of a partition actor (node_actor.go)
 	sub      *nats.Subscription // writes: raidq.<cluster>.slot.<node>.>
@@ -76,7 +78,7 @@ type Node struct {
 	pending  atomic.Int64
 	scans    chan struct{}
 	scanWG   sync.WaitGroup // scans waiting for or holding a worker
-	stats    NodeStats
+	stats    Stats
 	fatal    sync.Once
 	stopOnce sync.Once
 	replies  sync.WaitGroup // delayed replies still to send
@@ -89,8 +91,8 @@ type Node struct {
 	clock    clockState             // the node's clock against its peers' (clock_watch.go)
 }
 
-// NodeStats are a node's counters (read with atomic loads).
-type NodeStats struct {
+// Stats are a node's counters (read with atomic loads).
+type Stats struct {
 	Writes, Conflicts, Sealed, ClockAhead, BadRequests, Busy, Scans, StoreErrors atomic.Int64
 	// Maintenance (repair.go, scrub.go, retention.go).
 	ShardsRepaired, RepairFailures, StripesBelowN, RepairPasses, RepairPassNanos, Holes atomic.Int64
@@ -108,8 +110,8 @@ type NodeStats struct {
 	Malformed, Mismatches, ForgedRepairs atomic.Int64
 }
 
-// StartNode starts the node's actors and subscribes to its subjects.
-func StartNode(cfg NodeConfig) (*Node, error) {
+// Start starts the node's actors and subscribes to its subjects.
+func Start(cfg Config) (*Node, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
@@ -150,10 +152,10 @@ func StartNode(cfg NodeConfig) (*Node, error) {
 	if err := n.startMetrics(); err != nil {
 		return nil, fmt.Errorf("node %s: %w", cfg.ID, err)
 	}
-	n.system = NewSystem(n.cfg.Logger)
-	n.pool = newDispatchPool(actorThroughput)
-	n.root = n.system.Root.Spawn(props(n.pool, func() actor.Actor { return newNodeActor(n) },
-		actor.WithSupervisor(restartStrategy())))
+	n.system = actorsys.NewSystem(n.cfg.Logger)
+	n.pool = actorsys.NewPool(actorsys.Throughput)
+	n.root = n.system.Root.Spawn(actorsys.Props(n.pool, func() actor.Actor { return newNodeActor(n) },
+		actor.WithSupervisor(actorsys.RestartStrategy())))
 	if err := n.subscribe(); err != nil { // node_guard.go: slot and scan subjects
 		n.stopActors()
 		n.metrics.Unregister()
@@ -181,7 +183,7 @@ func StartNode(cfg NodeConfig) (*Node, error) {
 func (n *Node) ID() string { return n.cfg.ID }
 
 // Stats returns the node's counters.
-func (n *Node) Stats() *NodeStats { return &n.stats }
+func (n *Node) Stats() *Stats { return &n.stats }
 
 // Stop leaves gracefully: stop taking requests, let in-flight writes
 // reach the store, stop the actors, and wait for delayed replies. The
@@ -333,9 +335,9 @@ type slotRequest struct {
 
 func (r *slotRequest) rangeStart() uint64 {
 	if r.write != nil {
-		return rangeOf(r.write.Offset)
+		return core.RangeStart(r.write.Offset)
 	}
-	return rangeOf(r.scan.From)
+	return core.RangeStart(r.scan.From)
 }
 
 // route checks a decoded request and builds the slotRequest.

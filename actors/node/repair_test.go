@@ -1,4 +1,4 @@
-package actors
+package node
 
 import (
 	"bytes"
@@ -15,6 +15,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/raidq/raidq/actors"
 	"github.com/raidq/raidq/actors/core"
 	"github.com/raidq/raidq/bus"
 	"github.com/raidq/raidq/bus/meta"
@@ -33,7 +34,7 @@ type repairCluster struct {
 	log    *slog.Logger
 	srv    *natsserver.Server
 	cat    *meta.StaticCatalog
-	client *Client
+	client *actors.Client
 	cnc    *nats.Conn
 	nodes  []*repairNode
 }
@@ -79,7 +80,7 @@ func newRepairCluster(t *testing.T, cfg RepairConfig) *repairCluster {
 		t.Fatal(err)
 	}
 	t.Cleanup(c.cnc.Close)
-	if c.client, err = NewClient(ClientConfig{Cluster: testCluster, Conn: c.cnc, Catalog: c.cat, Logger: c.log}); err != nil {
+	if c.client, err = actors.NewClient(actors.ClientConfig{Cluster: testCluster, Conn: c.cnc, Catalog: c.cat, Logger: c.log}); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(c.client.Close)
@@ -110,7 +111,7 @@ func (c *repairCluster) start(i int) {
 	if err != nil {
 		c.t.Fatal(err)
 	}
-	n, err := StartNode(NodeConfig{ID: rn.id, Cluster: testCluster, Store: st, Conn: nc, Catalog: c.cat, Logger: c.log, Repair: rn.cfg,
+	n, err := Start(Config{ID: rn.id, Cluster: testCluster, Store: st, Conn: nc, Catalog: c.cat, Logger: c.log, Repair: rn.cfg,
 		Now: rn.now})
 	if err != nil {
 		c.t.Fatal(err)
@@ -245,7 +246,7 @@ func (c *repairCluster) index(id string) int {
 // topic's partitions and fails the test if any send fails.
 func (c *repairCluster) produce(tp *meta.Topic, from, count int) {
 	c.t.Helper()
-	p, err := c.client.NewProducer(ProducerConfig{Topic: tp.Name, MaxBatchBytes: 512})
+	p, err := c.client.NewProducer(actors.ProducerConfig{Topic: tp.Name, MaxBatchBytes: 512})
 	if err != nil {
 		c.t.Fatal(err)
 	}
@@ -338,7 +339,7 @@ func TestRepairAfterKill(t *testing.T) {
 // returns the status (UNKNOWN if any page said so) and the offsets seen.
 func (c *repairCluster) scanStatus(i int, tp *meta.Topic, p uint32, from, to uint64) (bus.Status, map[uint64][]byte) {
 	c.t.Helper()
-	subj := c.client.subjects.Scan(c.nodes[i].id, tp.Name, p)
+	subj := c.client.Subjects().Scan(c.nodes[i].id, tp.Name, p)
 	seen := map[uint64][]byte{}
 	status := bus.StatusOK
 	for cur := from; cur < to; {
@@ -554,7 +555,7 @@ func TestRepairScrubCorrupt(t *testing.T) {
 	col := newCollector(1, 200)
 	var mu sync.Mutex
 	var reported []core.CorruptReport
-	r, err := c.client.NewReader(ReaderConfig{Topic: tp.Name, Partition: 0, Sink: col.sink(0), OnReport: func(out core.Output) {
+	r, err := c.client.NewReader(actors.ReaderConfig{Topic: tp.Name, Partition: 0, Sink: col.sink(0), OnReport: func(out core.Output) {
 		mu.Lock()
 		reported = append(reported, out.Corrupt...)
 		mu.Unlock()
@@ -746,7 +747,7 @@ func TestRepairReappendsInDoubt(t *testing.T) {
 	tp := c.createTopic("orders", 1)
 	col := newCollector(1, 1)
 	inDoubt := make(chan uint64, 16)
-	r, err := c.client.NewReader(ReaderConfig{Topic: tp.Name, Partition: 0, Sink: col.sink(0), OnReport: func(out core.Output) {
+	r, err := c.client.NewReader(actors.ReaderConfig{Topic: tp.Name, Partition: 0, Sink: col.sink(0), OnReport: func(out core.Output) {
 		for _, d := range out.InDoubt {
 			select {
 			case inDoubt <- d.Offset:
@@ -772,7 +773,7 @@ func TestRepairReappendsInDoubt(t *testing.T) {
 	ens := tp.Ensembles[0]
 	for pos := range 4 {
 		req := bus.WriteReq{Topic: tp.Name, Partition: 0, Offset: off, Shard: shards[pos].Marshal()}
-		msg, err := c.cnc.Request(c.client.subjects.Slot(ens[pos], tp.Name, 0), req.Marshal(), 5*time.Second)
+		msg, err := c.cnc.Request(c.client.Subjects().Slot(ens[pos], tp.Name, 0), req.Marshal(), 5*time.Second)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -1,4 +1,4 @@
-package actors
+package node
 
 import (
 	"bytes"
@@ -99,7 +99,7 @@ type nodeEnv struct {
 	cat    *meta.StaticCatalog
 	topic  *meta.Topic
 	subj   bus.Subjects
-	cfg    NodeConfig
+	cfg    Config
 	node   *Node
 }
 
@@ -142,7 +142,7 @@ func newEnv(t *testing.T, o envOpts) *nodeEnv {
 	// A topic whose ensembles do not hold the node.
 	mustPut(t, e.cat, &meta.Topic{Name: "elsewhere", Partitions: 1, Params: quorum.Default(), Created: o.created,
 		Ensembles: [][]string{{"a", "b", "c", "d", "e", "f"}}})
-	e.cfg = NodeConfig{ID: testNode, Cluster: testCluster, Store: e.store, Conn: e.nodeNC, Catalog: e.cat,
+	e.cfg = Config{ID: testNode, Cluster: testCluster, Store: e.store, Conn: e.nodeNC, Catalog: e.cat,
 		Logger: e.log, Now: e.clock.Now, OwnerIdle: o.ownerIdle, MaxPending: o.maxPending, Repair: RepairConfig{Disabled: true}}
 	if o.repair != nil {
 		e.cfg.Repair = *o.repair
@@ -154,7 +154,7 @@ func newEnv(t *testing.T, o envOpts) *nodeEnv {
 // start starts the node; cleanup stops it (a no-op after Kill or Stop).
 func (e *nodeEnv) start() {
 	e.t.Helper()
-	n, err := StartNode(e.cfg)
+	n, err := Start(e.cfg)
 	if err != nil {
 		e.t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package actors
+package node
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/raidq/raidq/actors"
 	"github.com/raidq/raidq/actors/metrics"
 	"github.com/raidq/raidq/bus"
 	"github.com/raidq/raidq/bus/meta"
@@ -28,7 +29,7 @@ type benchCluster struct {
 	cat    *meta.StaticCatalog
 	ids    []string
 	nodes  []*Node
-	client *Client
+	client *actors.Client
 	cnc    *nats.Conn
 	topic  *meta.Topic
 	reg    *prometheus.Registry // the client's metrics
@@ -55,7 +56,7 @@ func newBenchCluster(b *testing.B, n int, open func(i int) slotstore.Store) *ben
 			b.Fatal(err)
 		}
 		b.Cleanup(nc.Close)
-		node, err := StartNode(NodeConfig{ID: id, Cluster: testCluster, Store: store, Conn: nc, Catalog: c.cat, Logger: log})
+		node, err := Start(Config{ID: id, Cluster: testCluster, Store: store, Conn: nc, Catalog: c.cat, Logger: log})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -71,7 +72,7 @@ func newBenchCluster(b *testing.B, n int, open func(i int) slotstore.Store) *ben
 	}
 	b.Cleanup(c.cnc.Close)
 	c.reg = prometheus.NewRegistry()
-	if c.client, err = NewClient(ClientConfig{Cluster: testCluster, Conn: c.cnc, Catalog: c.cat, Logger: log, Metrics: c.reg}); err != nil {
+	if c.client, err = actors.NewClient(actors.ClientConfig{Cluster: testCluster, Conn: c.cnc, Catalog: c.cat, Logger: log, Metrics: c.reg}); err != nil {
 		b.Fatal(err)
 	}
 	b.Cleanup(c.client.Close)
@@ -106,7 +107,7 @@ func levelStores(b *testing.B, sync bool) func(int) slotstore.Store {
 func benchNodeWrite(b *testing.B, open func(int) slotstore.Store, par int) {
 	c := newBenchCluster(b, 6, open)
 	node := c.topic.Ensembles[0][0]
-	subject := c.client.subjects.Slot(node, "bench", 0)
+	subject := c.client.Subjects().Slot(node, "bench", 0)
 	shards, err := stripe.Encode(stripe.ID{Producer: testProducer, Seq: 1}, 1, 6, 4, make([]byte, 16*1024))
 	if err != nil {
 		b.Fatal(err)
@@ -160,11 +161,11 @@ func benchProducerSend(b *testing.B, open func(int) slotstore.Store, par int) {
 		if pipe > 0 {
 			name = fmt.Sprintf("pipeline=%d", pipe)
 		}
-		b.Run(name, func(b *testing.B) { benchProducerSendPipe(b, open, par, ProducerConfig{Pipeline: pipe}) })
+		b.Run(name, func(b *testing.B) { benchProducerSendPipe(b, open, par, actors.ProducerConfig{Pipeline: pipe}) })
 	}
 }
 
-func benchProducerSendPipe(b *testing.B, open func(int) slotstore.Store, par int, pc ProducerConfig) {
+func benchProducerSendPipe(b *testing.B, open func(int) slotstore.Store, par int, pc actors.ProducerConfig) {
 	c := newBenchCluster(b, 6, open)
 	pc.Topic = "bench"
 	p, err := c.client.NewProducer(pc)
@@ -178,9 +179,9 @@ func benchProducerSendPipe(b *testing.B, open func(int) slotstore.Store, par int
 	b.SetParallelism(max(1, par/runtime.GOMAXPROCS(0))) // par goroutines in all
 	b.ResetTimer()
 	b.RunParallel(func(pb *testing.PB) {
-		done := make(chan SendResult, 1)
+		done := make(chan actors.SendResult, 1)
 		for pb.Next() {
-			p.Send(stripe.Record{Value: val}, 0, func(r SendResult) { done <- r })
+			p.Send(stripe.Record{Value: val}, 0, func(r actors.SendResult) { done <- r })
 			if r := <-done; r.Err != nil {
 				b.Error(r.Err)
 				return

@@ -1,4 +1,4 @@
-package actors
+package actorsys
 
 import (
 	"sync"
@@ -7,7 +7,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 )
 
-// dispatchPool is the protoactor Dispatcher of one actor system (a Node or
+// Pool is the protoactor Dispatcher of one actor system (a Node or
 // a Client): it runs mailbox batches on goroutines it keeps for a while
 // instead of starting a new goroutine for every batch.
 //
@@ -24,7 +24,7 @@ import (
 // guarantee). A worker parks for up to dispatchIdle between batches, then
 // exits. Close makes every worker exit and waits for them; a batch
 // scheduled after Close still runs, on a goroutine that then exits.
-type dispatchPool struct {
+type Pool struct {
 	throughput int
 	work       chan func()
 	quit       chan struct{}
@@ -32,27 +32,27 @@ type dispatchPool struct {
 	wg         sync.WaitGroup
 }
 
-// actorThroughput is the messages a mailbox processes per batch before it
+// Throughput is the messages a mailbox processes per batch before it
 // yields its goroutine (protoactor's default).
-const actorThroughput = 300
+const Throughput = 300
 
 // dispatchIdle is how long a worker waits for the next batch before it exits.
 const dispatchIdle = 2 * time.Second
 
-var _ actor.Dispatcher = (*dispatchPool)(nil)
+var _ actor.Dispatcher = (*Pool)(nil)
 
-// newDispatchPool returns a pool whose mailboxes process up to throughput
+// NewPool returns a pool whose mailboxes process up to throughput
 // messages per batch (protoactor's default is 300).
-func newDispatchPool(throughput int) *dispatchPool {
-	return &dispatchPool{throughput: throughput, work: make(chan func()), quit: make(chan struct{})}
+func NewPool(throughput int) *Pool {
+	return &Pool{throughput: throughput, work: make(chan func()), quit: make(chan struct{})}
 }
 
 // Throughput implements actor.Dispatcher.
-func (d *dispatchPool) Throughput() int { return d.throughput }
+func (d *Pool) Throughput() int { return d.throughput }
 
 // Schedule implements actor.Dispatcher; protoactor calls it from any
 // goroutine that posts to an idle mailbox.
-func (d *dispatchPool) Schedule(fn func()) {
+func (d *Pool) Schedule(fn func()) {
 	select {
 	case d.work <- fn:
 	default:
@@ -61,7 +61,7 @@ func (d *dispatchPool) Schedule(fn func()) {
 	}
 }
 
-func (d *dispatchPool) worker(fn func()) {
+func (d *Pool) worker(fn func()) {
 	defer d.wg.Done()
 	idle := time.NewTimer(dispatchIdle)
 	defer idle.Stop()
@@ -80,12 +80,12 @@ func (d *dispatchPool) worker(fn func()) {
 
 // Close stops the parked workers and waits for every worker to finish its
 // batch. Call it after the actor system's actors have stopped.
-func (d *dispatchPool) Close() {
+func (d *Pool) Close() {
 	d.closeOnce.Do(func() { close(d.quit) })
 	d.wg.Wait()
 }
 
-// props is actor.PropsFromProducer on pool d.
-func props(d *dispatchPool, produce func() actor.Actor, opts ...actor.PropsOption) *actor.Props {
+// Props is actor.PropsFromProducer on pool d.
+func Props(d *Pool, produce func() actor.Actor, opts ...actor.PropsOption) *actor.Props {
 	return actor.PropsFromProducer(produce, append(opts, actor.WithDispatcher(d))...)
 }

@@ -1,4 +1,4 @@
-package actors
+package node
 
 import (
 	"context"
@@ -6,6 +6,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/raidq/raidq/actors/internal/actorsys"
 	"github.com/raidq/raidq/slotstore"
 )
 
@@ -33,8 +34,8 @@ func (a *nodeActor) Receive(ctx actor.Context) {
 		key := partKey{m.topic.Name, m.partition}
 		pid, ok := a.parts[key]
 		if !ok {
-			pid = ctx.Spawn(props(a.node.pool, func() actor.Actor { return newPartitionActor(a.node, m.topic.Name, m.partition) },
-				actor.WithSupervisor(restartStrategy())))
+			pid = ctx.Spawn(actorsys.Props(a.node.pool, func() actor.Actor { return newPartitionActor(a.node, m.topic.Name, m.partition) },
+				actor.WithSupervisor(actorsys.RestartStrategy())))
 			a.parts[key] = pid
 			a.node.parts.Store(key, pid)
 		}
@@ -177,8 +178,8 @@ func (a *partitionActor) route(ctx actor.Context, m *slotRequest) {
 	}
 	pid, ok := a.owners[lo]
 	if !ok {
-		pid = ctx.Spawn(props(a.node.pool, func() actor.Actor { return newOwnerActor(a.node, m.topic, m.partition, lo) },
-			actor.WithSupervisor(restartStrategy())))
+		pid = ctx.Spawn(actorsys.Props(a.node.pool, func() actor.Actor { return newOwnerActor(a.node, m.topic, m.partition, lo) },
+			actor.WithSupervisor(actorsys.RestartStrategy())))
 		ctx.Watch(pid)
 		a.owners[lo] = pid
 		a.byPID[pid.Id] = lo

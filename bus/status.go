@@ -1,0 +1,89 @@
+package bus
+
+import "time"
+
+// The node status endpoint: nodes answer it (actors/node), clients and
+// `raidq status` ask it (actors/status.go).
+
+// NodeServiceName is the NATS micro service every node runs: `nats micro
+// ls` lists the nodes, $SRV.PING.raidq-node discovers them, and its
+// endpoint "status" answers on raidq.<cluster>.status.<node>.
+const NodeServiceName = "raidq-node"
+
+// Health values of NodeStatus.Health.
+const (
+	HealthOK       = "ok"
+	HealthSlow     = "slow reply"   // answered, later than StatusOptions.SlowAfter
+	HealthNoAnswer = "no answer"    // discovered or expected, but its status did not come back
+	HealthFailed   = "store failed" // answered, but its store failed and it must stop
+	HealthClockOff = "clock off"    // answered, but its clock is off its peers': it refuses writes
+)
+
+// NodeCounters are a node's counters since it started (NodeStats, as values).
+type NodeCounters struct {
+	Writes      int64 `json:"writes"`
+	Conflicts   int64 `json:"conflicts"`
+	Sealed      int64 `json:"sealed"`
+	ClockAhead  int64 `json:"clock_ahead"`
+	BadRequests int64 `json:"bad_requests"`
+	Busy        int64 `json:"busy"`
+	Scans       int64 `json:"scans"`
+	StoreErrors int64 `json:"store_errors"`
+	// Maintenance: repair (shards rebuilt and written, fixes that failed,
+	// decodable stripes with fewer than n shards seen by the last complete
+	// pass in the ranges it scanned (a gauge; settled ranges are not
+	// scanned again), passes and the last pass's duration, holes
+	// recorded), in-doubt stripes re-appended, scrub (passes, shards
+	// checked, corrupt found) and retention (slots dropped).
+	ShardsRepaired   int64 `json:"shards_repaired"`
+	RepairFailures   int64 `json:"repair_failures"`
+	StripesBelowN    int64 `json:"stripes_below_n"`
+	RepairPending    int64 `json:"repair_pending"`
+	InDoubtQueued    int64 `json:"in_doubt_queued"`
+	RepairPasses     int64 `json:"repair_passes"`
+	RepairPassNanos  int64 `json:"repair_pass_ns"`
+	Holes            int64 `json:"holes"`
+	ReAppended       int64 `json:"reappended"`
+	ScrubPasses      int64 `json:"scrub_passes"`
+	ScrubbedShards   int64 `json:"scrubbed_shards"`
+	ScrubCorrupt     int64 `json:"scrub_corrupt"`
+	RetentionDropped int64 `json:"retention_dropped"`
+	// Refused hostile or broken input, also counted in BadRequests
+	// (actors/node_guard.go): undecodable payloads or shards, requests
+	// whose subject, payload and metadata disagree (topic, partition,
+	// request type, ensemble position), repair writes from the wire.
+	Malformed     int64 `json:"malformed"`
+	Mismatches    int64 `json:"mismatches"`
+	ForgedRepairs int64 `json:"forged_repairs"`
+}
+
+// NodeStatus is what a node's status endpoint answers (JSON). The fields
+// after Failure are filled by the caller of Status, not by the node.
+type NodeStatus struct {
+	Node        string       `json:"node"`
+	Cluster     string       `json:"cluster"`
+	Version     string       `json:"version,omitempty"`
+	Incarnation string       `json:"incarnation,omitempty"` // the data directory's life (id@birth)
+	Started     time.Time    `json:"started"`
+	Clock       int64        `json:"clock"` // the node clock (unix ns) when it answered
+	DiskBytes   int64        `json:"disk_bytes"`
+	Pending     int64        `json:"pending"` // requests received and not yet answered
+	MaxPending  int          `json:"max_pending"`
+	Owners      int64        `json:"owners"` // slot-owner actors alive
+	Counters    NodeCounters `json:"counters"`
+	// SlowMode is the delay the node adds to every slot reply (demo and
+	// drills: a deliberately slow node); 0 normally.
+	SlowMode time.Duration `json:"slow_mode_ns,omitempty"`
+	NoSync   bool          `json:"no_fsync"`
+	Failure  string        `json:"failure,omitempty"` // the store failure that stops the node
+	// ClockOff says why the node refuses writes: its clock is off its
+	// peers' (clock_watch.go); empty normally.
+	ClockOff string `json:"clock_off,omitempty"`
+
+	// Set by Status on the asking side.
+	Health    string        `json:"health,omitempty"`
+	RTT       time.Duration `json:"rtt_ns,omitempty"`  // round trip of the status request
+	Skew      time.Duration `json:"skew_ns,omitempty"` // node clock minus local clock, corrected by half the round trip
+	Instances int           `json:"instances,omitempty"`
+	Error     string        `json:"error,omitempty"`
+}

@@ -1,0 +1,28 @@
+package bus
+
+import (
+	"runtime/debug"
+	"testing"
+)
+
+func TestVersionOf(t *testing.T) {
+	cases := []struct {
+		bi   debug.BuildInfo
+		want string
+	}{
+		{debug.BuildInfo{Main: debug.Module{Path: Module, Version: "v0.3.0"}}, "v0.3.0"},
+		{debug.BuildInfo{Main: debug.Module{Path: Module, Version: "(devel)"}}, "(devel)"},
+		{debug.BuildInfo{Main: debug.Module{Path: "example.com/app", Version: "v1.0.0"},
+			Deps: []*debug.Module{{Path: Module, Version: "v0.2.1"}}}, "v0.2.1"},
+		{debug.BuildInfo{Main: debug.Module{Path: "example.com/app"}}, "(devel)"},
+	}
+	for _, c := range cases {
+		if got := versionOf(&c.bi); got != c.want {
+			t.Errorf("versionOf(%+v) = %q, want %q", c.bi.Main, got, c.want)
+		}
+	}
+	// go test builds carry no VCS stamp.
+	if v := Version(); v == "" {
+		t.Fatal("empty version")
+	}
+}
