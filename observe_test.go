@@ -234,7 +234,7 @@ func TestNodeMicroService(t *testing.T) {
 			if err := json.Unmarshal(m.Data, &p); err != nil {
 				t.Fatal(err)
 			}
-			if p.Name != "raidq-node" || p.Metadata["cluster"] != "svc" || p.Version != bus.Version() {
+			if p.Name != "raidq-node" || p.Metadata["cluster"] != "svc" || p.Version != bus.SemVer() {
 				t.Fatalf("ping reply %+v", p)
 			}
 			ids[p.Metadata["node"]] = p.ID

@@ -2,6 +2,7 @@ package bus
 
 import (
 	"runtime/debug"
+	"strings"
 	"sync"
 )
 
@@ -39,4 +40,17 @@ func versionOf(bi *debug.BuildInfo) string {
 		}
 	}
 	return "(devel)"
+}
+
+// SemVer is Version as a NATS micro service version must be (SemVer, no
+// leading "v"): "0.3.0", or "0.0.0-devel" for an unstamped build.
+func SemVer() string { return semVerOf(Version()) }
+
+func semVerOf(v string) string {
+	if v == "" || v == "(devel)" {
+		return "0.0.0-devel"
+	}
+	v = strings.TrimPrefix(v, "v")
+	// A dirty build's "+dirty" is SemVer build metadata already.
+	return v
 }

@@ -26,3 +26,12 @@ func TestVersionOf(t *testing.T) {
 		t.Fatal("empty version")
 	}
 }
+
+func TestSemVerOf(t *testing.T) {
+	for v, want := range map[string]string{"(devel)": "0.0.0-devel", "": "0.0.0-devel", "v0.3.0": "0.3.0",
+		"v0.0.0-20261201143000-abcdef123456+dirty": "0.0.0-20261201143000-abcdef123456+dirty"} {
+		if got := semVerOf(v); got != want {
+			t.Errorf("semVerOf(%q) = %q, want %q", v, got, want)
+		}
+	}
+}

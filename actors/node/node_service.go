@@ -96,7 +96,7 @@ func (n *Node) maintenanceMetrics() []metrics.Func {
 func (n *Node) startService() error {
 	svc, err := micro.AddService(n.cfg.Conn, micro.Config{
 		Name:        bus.NodeServiceName,
-		Version:     bus.Version(),
+		Version:     bus.SemVer(),
 		Description: "raidq storage node",
 		Metadata: map[string]string{"node": n.cfg.ID, "cluster": n.cfg.Cluster,
 			"incarnation": n.cfg.Store.Incarnation().String()},
