@@ -6,7 +6,7 @@ type slotPut struct {
 	key   Key
 	enc   []byte // slotKey(key)
 	shard []byte
-	// replace: overwrite a corrupt shard (Batch.ReplaceCorrupt, repair.go).
+	// replace: overwrite a corrupt shard (Batch.ReplaceCorrupt, replace_corrupt.go).
 	replace bool
 }
 
@@ -25,7 +25,7 @@ type sealSet struct {
 type Batch struct {
 	puts  []slotPut
 	seals []sealSet
-	metas []metaPut // marks and holes (repair.go)
+	metas []metaPut // marks and holes (marks_holes.go)
 	bytes int
 	err   error
 }

@@ -122,7 +122,7 @@ func (c *committer) newPutsLocked(puts []slotPut) ([]slotPut, error) {
 	for _, p := range puts {
 		old, ok, err := c.existingLocked(p, inBatch)
 		if p.replace {
-			ok, err = c.checkReplace(p, old, ok, err) // repair.go
+			ok, err = c.checkReplace(p, old, ok, err) // replace_corrupt.go
 		}
 		if err != nil {
 			return nil, err

@@ -4,6 +4,8 @@ import (
 	"encoding/binary"
 	"fmt"
 	"strings"
+
+	"github.com/syndtr/goleveldb/leveldb/util"
 )
 
 // On-disk key layout, big-endian so that a partition's slots (and seals)
@@ -11,11 +13,15 @@ import (
 //
 //	slot: 's' | uint16 len(topic) | topic | uint32 partition | uint64 offset
 //	seal: 'e' | uint16 len(topic) | topic | uint32 partition | uint64 rangeStart  → uint64 seal
+//	mark: 'r' | uint16 len(topic) | topic | uint32 partition | kind u8            → uint64 (marks_holes.go)
+//	hole: 'h' | uint16 len(topic) | topic | uint32 partition | uint64 offset      → empty (marks_holes.go)
 //	meta: "m/incarnation" → 16-byte id | uint64 birth
 //	meta: "m/birth-provisional" → empty (present until SettleBirth)
 const (
 	tagSlot = 's'
 	tagSeal = 'e'
+	tagMark = 'r'
+	tagHole = 'h'
 
 	// MaxTopicLen is the longest topic name the store accepts.
 	MaxTopicLen = 200
@@ -62,6 +68,19 @@ func slotKey(k Key) []byte {
 
 func sealKey(topic string, partition uint32, rangeStart uint64) []byte {
 	return binary.BigEndian.AppendUint64(partPrefix(tagSeal, topic, partition), rangeStart)
+}
+
+func markKey(kind MarkKind, topic string, partition uint32) []byte {
+	return append(partPrefix(tagMark, topic, partition), byte(kind))
+}
+
+func holeKey(topic string, partition uint32, offset uint64) []byte {
+	return binary.BigEndian.AppendUint64(partPrefix(tagHole, topic, partition), offset)
+}
+
+// keyRange is the key range prefix|[from, to).
+func keyRange(prefix []byte, from, to uint64) *util.Range {
+	return &util.Range{Start: withOffset(prefix, from), Limit: withOffset(prefix, to)}
 }
 
 // keyOffset returns the trailing offset of a slot or seal key.

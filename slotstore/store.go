@@ -132,7 +132,7 @@ type Store interface {
 	// bring some back; the next pass drops them again).
 	DropBefore(topic string, partition uint32, before uint64) (int, error)
 	// Mark returns the durable mark kind of (topic, partition), 0 if none
-	// (repair.go). Marks only rise: Batch.RaiseMark keeps the larger value.
+	// (marks_holes.go). Marks only rise: Batch.RaiseMark keeps the larger value.
 	Mark(kind MarkKind, topic string, partition uint32) (uint64, error)
 	// Holes returns the holes of (topic, partition) in [from, to), in
 	// ascending order (Batch.PutHole; DropBefore drops them).

@@ -1,24 +1,15 @@
 package slotstore
 
 import (
-	"bytes"
-	"encoding/binary"
-	"errors"
 	"fmt"
 	"slices"
 
 	"github.com/syndtr/goleveldb/leveldb"
-	"github.com/syndtr/goleveldb/leveldb/util"
-
-	"github.com/raidq/raidq/stripe"
 )
 
-// What repair, scrub and retention need from the store (DESIGN §4, §6):
+// Marks and holes: what repair and retention record per partition
+// (DESIGN §4, §6); keys in keys.go.
 //
-//   - ReplaceCorrupt: the one way to overwrite a slot. The committer checks
-//     that the bytes there fail their checks (stripe.Parse, or a LevelDB
-//     checksum); a good shard is never overwritten (the batch fails with
-//     ErrInvalid instead).
 //   - Marks: per-partition values that only rise, kept durably like seals:
 //     MarkRepaired (repair has filled every slot of the partition below it
 //     that this incarnation may have missed before its birth) and
@@ -28,20 +19,9 @@ import (
 //     may have held a committed shard (the stripe is not decodable from
 //     the other nodes). The node keeps answering "unknown" there, never
 //     "empty". DropBefore drops holes with the slots.
-//   - ApproxBytes: the bytes a key range of one partition takes, for
-//     size-based retention.
-//   - Tamper (Tamperer): tests and drills only; writes raw bytes into a
-//     slot behind the committer's back, as disk corruption would.
 //
-// On-disk keys:
-//
-//	mark: 'r' | uint16 len(topic) | topic | uint32 partition | kind u8     → uint64
-//	hole: 'h' | uint16 len(topic) | topic | uint32 partition | uint64 offset → empty
-
-const (
-	tagMark = 'r'
-	tagHole = 'h'
-)
+// A Batch carries them (RaiseMark, PutHole) as metaPuts; the committer
+// writes them with the batch's slots and seals (writeMetas, applyMetas).
 
 // MarkKind names a per-partition mark.
 type MarkKind uint8
@@ -82,27 +62,6 @@ type metaPut struct {
 	off  uint64
 }
 
-func markKey(kind MarkKind, topic string, partition uint32) []byte {
-	return append(partPrefix(tagMark, topic, partition), byte(kind))
-}
-
-func holeKey(topic string, partition uint32, offset uint64) []byte {
-	return binary.BigEndian.AppendUint64(partPrefix(tagHole, topic, partition), offset)
-}
-
-// ReplaceCorrupt overwrites the corrupt shard in slot k with shard (a
-// repaired one). When the batch is committed, the bytes in the slot (or
-// queued for it) must fail stripe.Parse or a LevelDB checksum; if they are
-// a good shard, Commit fails the batch with an error wrapping ErrInvalid
-// (same bytes as shard: a no-op; an empty slot: a plain put). Never a
-// silent overwrite of good bytes.
-func (b *Batch) ReplaceCorrupt(k Key, shard []byte) {
-	b.PutSlot(k, shard)
-	if n := len(b.puts); n > 0 && b.puts[n-1].key == k {
-		b.puts[n-1].replace = true
-	}
-}
-
 // RaiseMark raises mark kind of (topic, partition) to v (a lower value than
 // the stored one is ignored: marks never go down).
 func (b *Batch) RaiseMark(kind MarkKind, topic string, partition uint32, v uint64) {
@@ -127,40 +86,6 @@ func (b *Batch) PutHole(topic string, partition uint32, offset uint64) {
 	b.metas = append(b.metas, metaPut{enc: holeKey(topic, partition, offset), hole: true,
 		part: partID{topic, partition}, off: offset})
 }
-
-// checkReplace applies the ReplaceCorrupt rule to what the slot holds
-// (old, ok, lookupErr from existingLocked). It returns (true, nil) for a
-// no-op (same bytes), (false, nil) to go ahead with the put, or an error.
-func (c *committer) checkReplace(p slotPut, old []byte, ok bool, lookupErr error) (bool, error) {
-	switch {
-	case lookupErr != nil && errors.Is(lookupErr, ErrCorrupt):
-		return false, nil // LevelDB's own checksum failed: corrupt
-	case lookupErr != nil:
-		return false, lookupErr
-	case !ok:
-		return false, nil
-	case bytes.Equal(old, p.shard):
-		return true, nil
-	}
-	if _, err := stripe.Parse(old); err == nil {
-		return false, fmt.Errorf("slotstore: replace %s: %w: the slot holds a good shard (%s); only a corrupt shard may be overwritten",
-			p.key, ErrInvalid, describeShard(old))
-	}
-	c.log.Warn("slotstore: replacing a corrupt shard", "slot", p.key.String(), "old", describeShard(old), "new", describeShard(p.shard))
-	return false, nil
-}
-
-// Tamperer is implemented by both stores, for tests and drills only: it
-// writes raw bytes into a slot (or deletes it, with nil) bypassing every
-// check, as disk corruption would. Never use it in a node.
-type Tamperer interface {
-	Tamper(k Key, raw []byte) error
-}
-
-var (
-	_ Tamperer = (*MemStore)(nil)
-	_ Tamperer = (*levelStore)(nil)
-)
 
 // ---------------------------------------------------------------- LevelDB
 
@@ -202,40 +127,6 @@ func (s *levelStore) Holes(topic string, partition uint32, from, to uint64) ([]u
 		return nil, wrapDB(s.dir, op, err)
 	}
 	return out, nil
-}
-
-// ApproxBytes implements Store with LevelDB's SizeOf: the on-disk size of
-// the key range in table files (writes still in the memtable are not
-// counted).
-func (s *levelStore) ApproxBytes(topic string, partition uint32, from, to uint64) (int64, error) {
-	op := fmt.Sprintf("size of topic %q partition %d [%d, %d)", topic, partition, from, to)
-	if err := ValidateTopic(topic); err != nil {
-		return 0, fmt.Errorf("slotstore: %s: %w", op, err)
-	}
-	if from >= to {
-		return 0, nil
-	}
-	if err := s.gate.enter(); err != nil {
-		return 0, fmt.Errorf("slotstore: %s: %w", op, err)
-	}
-	defer s.gate.leave()
-	sizes, err := s.db.SizeOf([]util.Range{*keyRange(partPrefix(tagSlot, topic, partition), from, to)})
-	if err != nil {
-		return 0, wrapDB(s.dir, op, err)
-	}
-	return sizes.Sum(), nil
-}
-
-// Tamper implements Tamperer.
-func (s *levelStore) Tamper(k Key, raw []byte) error {
-	if err := s.gate.enter(); err != nil {
-		return err
-	}
-	defer s.gate.leave()
-	if raw == nil {
-		return s.db.Delete(slotKey(k), nil)
-	}
-	return s.db.Put(slotKey(k), raw, nil)
 }
 
 // writeMetas adds the marks and holes of items to wb (committer goroutine).
@@ -296,45 +187,6 @@ func (m *MemStore) Holes(topic string, partition uint32, from, to uint64) ([]uin
 	return out, nil
 }
 
-// ApproxBytes implements Store: the exact shard bytes in the range.
-func (m *MemStore) ApproxBytes(topic string, partition uint32, from, to uint64) (int64, error) {
-	var total int64
-	err := m.Scan(topic, partition, from, to, func(_ uint64, shard []byte) bool {
-		total += int64(len(shard))
-		return true
-	})
-	return total, err
-}
-
-// Corrupt flips one byte of the shard in slot k (a data byte when there
-// is one), as a bad disk would; for tests.
-func (m *MemStore) Corrupt(k Key) error {
-	v, ok := m.slot(k)
-	if !ok {
-		return fmt.Errorf("slotstore: corrupt %s: %w", k, ErrNotFound)
-	}
-	bad := bytes.Clone(v)
-	bad[len(bad)-1] ^= 0x5a
-	return m.Tamper(k, bad)
-}
-
-// Tamper implements Tamperer.
-func (m *MemStore) Tamper(k Key, raw []byte) error {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	p := m.part(k.Topic, k.Partition)
-	if raw == nil {
-		if _, ok := p.shards[k.Offset]; ok {
-			delete(p.shards, k.Offset)
-			i, _ := slices.BinarySearch(p.offsets, k.Offset)
-			p.offsets = append(p.offsets[:i:i], p.offsets[i+1:]...)
-		}
-		return nil
-	}
-	p.put(k.Offset, bytes.Clone(raw))
-	return nil
-}
-
 // applyMetas applies marks and holes (mu held, committer goroutine).
 func (m *MemStore) applyMetas(metas []metaPut) {
 	for _, mp := range metas {
@@ -360,9 +212,4 @@ func (p *memPart) dropHoles(before uint64) {
 			delete(p.holes, off)
 		}
 	}
-}
-
-// keyRange is the key range prefix|[from, to).
-func keyRange(prefix []byte, from, to uint64) *util.Range {
-	return &util.Range{Start: withOffset(prefix, from), Limit: withOffset(prefix, to)}
 }
