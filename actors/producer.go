@@ -91,6 +91,12 @@ func (c *Client) NewProducer(cfg ProducerConfig) (*Producer, error) {
 	if err != nil {
 		return nil, err
 	}
+	return c.newProducer(t, cfg, nil)
+}
+
+// newProducer spawns a producer actor for topic t, in re-append mode if
+// r is set (Reappend).
+func (c *Client) newProducer(t *meta.Topic, cfg ProducerConfig, r *reappendReq) (*Producer, error) {
 	if cfg.Linger <= 0 {
 		cfg.Linger = 2 * time.Millisecond
 	}
@@ -121,6 +127,7 @@ func (c *Client) NewProducer(cfg ProducerConfig) (*Producer, error) {
 		}
 	}
 	pa := newProducerActor(c, t, cfg)
+	pa.reappend = r
 	pid, err := c.spawn(actorsys.Props(c.pool, func() actor.Actor { return pa }))
 	if err != nil {
 		return nil, err
@@ -157,6 +164,58 @@ func (p *Producer) Close(ctx context.Context) error {
 	err := p.Flush(ctx)
 	_ = p.c.system.Root.PoisonFuture(p.pid).Wait()
 	return err
+}
+
+// Reappend writes payload (a stripe's batch, as stripe.Decode returns it)
+// once more as stripe id on partition of t, exactly as a producer writes
+// a batch: through a producer actor in re-append mode, so over the
+// client's links to the nodes (a dead or saturated node costs a refused
+// send, and every reply feeds the link's health), with the write rules
+// derived from t (core.DefaultWriterConfig: a fresh offset from the
+// client's clock, ClientConfig.Now, retried at fresh offsets up to
+// MaxAttempts, acked at W). It returns the offset the stripe committed at
+// once the writer is done with it: after the ack the writer keeps
+// listening for late refusals for CommittedWait and rewrites the stripe
+// once if one calls for it (DESIGN §3.7). Readers dedupe by stripe id, so
+// the copy of a stripe that also committed elsewhere is delivered once.
+// A node's repair loop re-appends in-doubt stripes with it (DESIGN §5,
+// actors/node/reappend.go). When ctx ends first, Reappend stops the write
+// and returns ctx's error (an attempt already sent may still commit).
+func (c *Client) Reappend(ctx context.Context, t *meta.Topic, partition uint32, id stripe.ID, payload []byte) (uint64, error) {
+	if int(partition) >= t.Partitions {
+		return 0, fmt.Errorf("re-append to %s/%d: topic has %d partitions", t.Name, partition, t.Partitions)
+	}
+	outcome := make(chan SendResult, 1) // the actor calls cb once, before settled
+	settled := make(chan struct{})
+	r := &reappendReq{partition: int(partition), id: id, payload: payload,
+		cb: func(res SendResult) { outcome <- res }, settled: func() { close(settled) }}
+	// The seed of the writer's jitter, as the node's hand-written driver
+	// drew it before re-appends went through the producer actor.
+	seed := uint64(c.cfg.Now()) ^ id.Seq
+	p, err := c.newProducer(t, ProducerConfig{Topic: t.Name, Seed: seed}, r)
+	if err != nil {
+		return 0, fmt.Errorf("re-append to %s/%d: %w", t.Name, partition, err)
+	}
+	defer func() {
+		// Settled (or given up on): nothing of the stripe is left to wait
+		// for, so stop without waiting; Close must not poison it again.
+		c.system.Root.Poison(p.pid)
+		c.forget(p.pid)
+	}()
+	select {
+	case <-settled:
+	case <-ctx.Done():
+		return 0, ctx.Err()
+	}
+	select {
+	case res := <-outcome:
+		if res.Err != nil {
+			return 0, res.Err
+		}
+		return res.Pos.Offset, nil
+	default:
+		return 0, fmt.Errorf("re-append to %s/%d: stripe %s settled without an outcome", t.Name, partition, id) // a bug
+	}
 }
 
 // partitionOf picks a partition for a record.

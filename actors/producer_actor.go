@@ -35,6 +35,10 @@ type inflight struct {
 	payload   []byte
 	shards    []stripe.Shard // encoded for the first attempt's offset
 	released  bool           // its in-flight slot was freed (at ack or failure)
+	// settled, if set, is called once the writer holds nothing more of
+	// the stripe (core.Done), or when the producer stops first (re-append
+	// mode: Client.Reappend waits for it).
+	settled func()
 }
 
 // partState is the producer's state for one partition.
@@ -64,6 +68,11 @@ type shardTag struct {
 // shards through the link actors and drives core.Writer with the replies
 // (DESIGN §3). Its state is lost on a restart, so it runs unsupervised:
 // a panic here is a bug that fails the records in flight loudly.
+//
+// It is the one writer driver of package actors: a producer's batches
+// and a node's re-append of an in-doubt stripe (Client.Reappend) both go
+// through it. In re-append mode (reappend set) it starts that one stripe
+// when it starts and takes no records.
 type producerActor struct {
 	c       *Client
 	topic   *meta.Topic
@@ -79,6 +88,22 @@ type producerActor struct {
 	cancel  scheduler.CancelFunc // the attempt-timeout tick; nil while no stripe is in flight
 	ticking atomic.Bool          // cancel != nil, for tests (read from other goroutines)
 	m       *metrics.Producer    // nil: no metrics
+	// reappend, if set, is the one stripe this producer writes (re-append
+	// mode, Client.Reappend): started at actor.Started.
+	reappend *reappendReq
+}
+
+// reappendReq is the stripe of a producer in re-append mode: payload (a
+// stripe's batch as stripe.AppendBatch made it) written as stripe id on
+// partition. cb gets the outcome at the ack or failure, as a record's
+// callback would (Pos.Offset: the committed offset); settled is called
+// after cb, once the writer is done with the stripe or the producer stops.
+type reappendReq struct {
+	partition int
+	id        stripe.ID
+	payload   []byte
+	cb        func(SendResult)
+	settled   func()
 }
 
 func newProducerActor(c *Client, t *meta.Topic, cfg ProducerConfig) *producerActor {
@@ -99,6 +124,9 @@ func (a *producerActor) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
 		a.sched = scheduler.NewTimerScheduler(ctx)
+		if r := a.reappend; r != nil {
+			a.startReappend(ctx, r)
+		}
 	case *produce:
 		a.add(ctx, m)
 	case *lingerFire:
@@ -190,14 +218,34 @@ func (a *producerActor) start(ctx actor.Context, part int, b *batch) {
 		return
 	}
 	a.seq++
+	a.begin(ctx, part, id, &inflight{partition: part, b: b, payload: payload, shards: shards})
+}
+
+// startReappend encodes the re-append mode's stripe (its given id and
+// payload) and sends its first attempt, like start does a batch's: its
+// outcome goes to r.cb as a one-record batch's would.
+func (a *producerActor) startReappend(ctx actor.Context, r *reappendReq) {
+	b := &batch{cbs: []func(SendResult){r.cb}, opened: time.Now()}
+	shards, err := stripe.Encode(r.id, 0, a.topic.Params.N, a.topic.Params.K, r.payload)
+	if err != nil {
+		a.finish(b, SendResult{Partition: r.partition, Stripe: r.id, Err: fmt.Errorf("re-append to %s/%d: %w", a.topic.Name, r.partition, err)})
+		r.settled()
+		return
+	}
+	a.begin(ctx, r.partition, r.id, &inflight{partition: r.partition, b: b, payload: r.payload, shards: shards, settled: r.settled})
+}
+
+// begin hands an encoded stripe (st, shards encoded at offset 0) to its
+// partition's writer and sends its first attempt.
+func (a *producerActor) begin(ctx actor.Context, part int, id stripe.ID, st *inflight) {
 	p := a.parts[part]
 	send := p.writer.Start(a.c.cfg.Now(), id)
-	for i := range shards {
-		shards[i].Offset = send.Offset
+	for i := range st.shards {
+		st.shards[i].Offset = send.Offset
 	}
 	p.active++
 	p.unacked++
-	a.stripes[id] = &inflight{partition: part, b: b, payload: payload, shards: shards}
+	a.stripes[id] = st
 	a.tickWhileBusy(ctx)
 	a.m.Attempt(false, false)
 	a.sendShards(ctx, part, send)
@@ -245,34 +293,39 @@ func (a *producerActor) onResult(ctx actor.Context, m *LinkResult) {
 	a.apply(ctx, tag.partition, a.parts[tag.partition].writer.Reply(a.c.cfg.Now(), a.rnd, tag.id, tag.attempt, tag.node, status, clock))
 }
 
-// apply carries out the writer's effects.
-func (a *producerActor) apply(ctx actor.Context, part int, effects []any) {
-	for _, e := range effects {
-		switch e := e.(type) {
-		case core.Send:
-			if st := a.stripes[e.ID]; st != nil {
-				a.m.Attempt(st.b != nil, st.b == nil) // no batch left: the stripe was acked, this rewrites it
-			}
-			a.sendShards(ctx, part, e)
-		case core.Ack:
-			if st := a.stripes[e.ID]; st != nil && st.b != nil {
-				recs := len(st.b.cbs)
-				a.ack(st, e)
-				a.acked(ctx, part, recs)
-				a.release(ctx, part, st)
-			}
-		case core.Fail:
-			if st := a.stripes[e.ID]; st != nil && st.b != nil {
-				recs := len(st.b.cbs)
-				a.finish(st.b, SendResult{Partition: part, Stripe: e.ID, Err: fmt.Errorf("send to %s/%d: %w", a.topic.Name, part, e.Err)})
-				st.b = nil
-				a.acked(ctx, part, recs)
-				a.release(ctx, part, st)
-			}
-		case core.Done:
-			if st := a.stripes[e.ID]; st != nil {
-				delete(a.stripes, e.ID)
-				a.release(ctx, part, st)
+// apply carries out the writer's output in core.WriterOutput's order:
+// acks, fails, sends, dones. (A Send of a stripe whose Ack came first,
+// here or earlier, finds its batch gone: it is the §3.7 rewrite.)
+func (a *producerActor) apply(ctx actor.Context, part int, out core.WriterOutput) {
+	for _, e := range out.Acks {
+		if st := a.stripes[e.ID]; st != nil && st.b != nil {
+			recs := len(st.b.cbs)
+			a.ack(st, e)
+			a.acked(ctx, part, recs)
+			a.release(ctx, part, st)
+		}
+	}
+	for _, e := range out.Fails {
+		if st := a.stripes[e.ID]; st != nil && st.b != nil {
+			recs := len(st.b.cbs)
+			a.finish(st.b, SendResult{Partition: part, Stripe: e.ID, Err: fmt.Errorf("send to %s/%d: %w", a.topic.Name, part, e.Err)})
+			st.b = nil
+			a.acked(ctx, part, recs)
+			a.release(ctx, part, st)
+		}
+	}
+	for _, e := range out.Sends {
+		if st := a.stripes[e.ID]; st != nil {
+			a.m.Attempt(st.b != nil, st.b == nil) // no batch left: the stripe was acked, this rewrites it
+		}
+		a.sendShards(ctx, part, e)
+	}
+	for _, e := range out.Done {
+		if st := a.stripes[e.ID]; st != nil {
+			delete(a.stripes, e.ID)
+			a.release(ctx, part, st)
+			if st.settled != nil {
+				st.settled()
 			}
 		}
 	}
@@ -386,6 +439,12 @@ func (a *producerActor) failAll(err error) {
 		if st.b != nil {
 			a.finish(st.b, SendResult{Partition: st.partition, Stripe: stripe.ID{}, Err: err})
 			st.b = nil
+		}
+	}
+	for _, st := range a.stripes {
+		if st.settled != nil {
+			st.settled()
+			st.settled = nil
 		}
 	}
 	for _, d := range a.flushes {

@@ -336,7 +336,7 @@ func TestRetryLandsTwice(t *testing.T) {
 	if len(retry) != 1 || retry[0].ID != s0.ID {
 		t.Fatalf("tick: %+v", retry)
 	}
-	pr.take(t, []any{retry[0]})
+	pr.take(t, WriterOutput{Sends: retry[:1]})
 	settle(t, c, now, []flight{{pr, retry[0]}})
 	for i, st := range late {
 		pr.take(t, pr.w.Reply(now+10*ms, rnd, s0.ID, 0, i, st, 0))

@@ -76,6 +76,40 @@ type Fail struct {
 // encoded shards may be released).
 type Done struct{ ID stripe.ID }
 
+// WriterOutput is what one call of Writer.Reply or Writer.Tick asks of its
+// driver, in the manner of etcd-raft's Ready: typed lists rather than a
+// stream of effects. The zero value asks for nothing.
+//
+// A driver carries the lists out in field order: every Ack, then every
+// Fail, then every Send, then every Done. That is the order in which the
+// writer decides them for any one stripe (an Ack comes before the same
+// stripe's rewrite Send or its Done; a Fail always comes with, and before,
+// its Done; a stripe has no Send once it is Done), so a driver that keeps
+// per-stripe state sees each stripe's events in the order they happened:
+// it may count a Send that follows the stripe's Ack as a rewrite, and free
+// the stripe's encoded shards at Done. Between different stripes (one
+// Tick decides for several) the lists imply no order beyond this; within a
+// list, entries are in the order decided (for Tick, stripes by id).
+type WriterOutput struct {
+	Acks  []Ack
+	Fails []Fail
+	Sends []Send
+	Done  []Done
+}
+
+// Empty says the output asks for nothing.
+func (o WriterOutput) Empty() bool {
+	return len(o.Acks) == 0 && len(o.Fails) == 0 && len(o.Sends) == 0 && len(o.Done) == 0
+}
+
+// add appends p's lists to o's.
+func (o *WriterOutput) add(p WriterOutput) {
+	o.Acks = append(o.Acks, p.Acks...)
+	o.Fails = append(o.Fails, p.Fails...)
+	o.Sends = append(o.Sends, p.Sends...)
+	o.Done = append(o.Done, p.Done...)
+}
+
 // attempt is one try of a stripe at one offset.
 type attempt struct {
 	offset   uint64
@@ -168,14 +202,14 @@ func (w *Writer) newAttempt(now int64, st *stripeState, jitter int64) Send {
 
 // Reply records node's answer to one shard of an attempt and returns what
 // follows. nodeClock (0 = none) updates the skew estimate.
-func (w *Writer) Reply(now int64, rnd Rand, id stripe.ID, att, node int, s Status, nodeClock int64) []any {
+func (w *Writer) Reply(now int64, rnd Rand, id stripe.ID, att, node int, s Status, nodeClock int64) WriterOutput {
 	st, ok := w.stripes[id]
 	if !ok || att >= len(st.attempts) || node < 0 || node >= w.cfg.Params.N {
-		return nil // late reply for a finished stripe
+		return WriterOutput{} // late reply for a finished stripe
 	}
 	a := st.attempts[att]
 	if a.replies[node] != 0 {
-		return nil // duplicate reply
+		return WriterOutput{} // duplicate reply
 	}
 	if nodeClock != 0 {
 		w.skew[node], w.known[node] = nodeClock-(a.sent+now)/2, true
@@ -207,11 +241,11 @@ func (w *Writer) Reply(now int64, rnd Rand, id stripe.ID, att, node int, s Statu
 // Tick abandons attempts past their timeout and returns what follows: an
 // uncommitted stripe is retried (or failed); a committed one stops waiting
 // for its remaining replies and is forgotten (Done).
-func (w *Writer) Tick(now int64, rnd Rand) []any {
-	var out []any
+func (w *Writer) Tick(now int64, rnd Rand) WriterOutput {
+	var out WriterOutput
 	for _, st := range w.sortedStripes() {
 		if st.retryAt > 0 && now >= st.retryAt {
-			out = append(out, w.progress(now, rnd, st)...)
+			out.add(w.progress(now, rnd, st))
 			continue
 		}
 		last := st.attempts[len(st.attempts)-1]
@@ -221,7 +255,7 @@ func (w *Writer) Tick(now int64, rnd Rand) []any {
 		}
 		if !last.timedOut && now-last.sent >= timeout {
 			last.timedOut = true
-			out = append(out, w.progress(now, rnd, st)...)
+			out.add(w.progress(now, rnd, st))
 		}
 	}
 	return out
@@ -246,15 +280,16 @@ func (w *Writer) sortedStripes() []*stripeState {
 }
 
 // progress decides, after any change to st, whether to ack, retry,
-// rewrite, fail or forget it.
-func (w *Writer) progress(now int64, rnd Rand, st *stripeState) []any {
+// rewrite, fail or forget it. (Its decisions for st come in the order
+// WriterOutput documents: Ack, then Fail, then Send, then Done.)
+func (w *Writer) progress(now int64, rnd Rand, st *stripeState) WriterOutput {
 	p := w.cfg.Params
-	var out []any
+	var out WriterOutput
 	if !st.committed {
 		for _, a := range st.attempts {
 			if p.Committed(a.ok) {
 				st.committed, st.acked = true, a.offset
-				out = append(out, Ack{ID: st.id, Offset: a.offset})
+				out.Acks = append(out.Acks, Ack{ID: st.id, Offset: a.offset})
 				break
 			}
 		}
@@ -268,12 +303,12 @@ func (w *Writer) progress(now int64, rnd Rand, st *stripeState) []any {
 		// exactly k shards, and losing one of them before repair loses it.
 		if w.committingAttempt(st).refused && !st.rewrote {
 			st.rewrote = true
-			out = append(out, w.newAttempt(now, st, 0))
+			out.Sends = append(out.Sends, w.newAttempt(now, st, 0))
 			return out
 		}
 		if w.settled(st) {
 			delete(w.stripes, st.id)
-			out = append(out, Done{ID: st.id})
+			out.Done = append(out.Done, Done{ID: st.id})
 		}
 		return out
 	}
@@ -285,7 +320,9 @@ func (w *Writer) progress(now int64, rnd Rand, st *stripeState) []any {
 			return out // an older attempt may still commit; wait for it or its timeout
 		}
 		delete(w.stripes, st.id)
-		return append(out, Fail{ID: st.id, Err: w.failure(st)}, Done{ID: st.id})
+		out.Fails = append(out.Fails, Fail{ID: st.id, Err: w.failure(st)})
+		out.Done = append(out.Done, Done{ID: st.id})
+		return out
 	}
 	if wait := w.backoff(st); wait > 0 {
 		switch {
@@ -304,7 +341,8 @@ func (w *Writer) progress(now int64, rnd Rand, st *stripeState) []any {
 	if last.ahead {
 		w.rollBack(now)
 	}
-	return append(out, w.newAttempt(now, st, jitter))
+	out.Sends = append(out.Sends, w.newAttempt(now, st, jitter))
+	return out
 }
 
 // rollBack lowers last after an attempt died of CLOCK_AHEAD. Offsets in

@@ -33,29 +33,26 @@ func (pr *producer) start(t *testing.T, now int64, seq uint64) Send {
 	return s
 }
 
-// take records Ack/Fail/Done effects and returns the Sends among them.
-func (pr *producer) take(t *testing.T, effects []any) []Send {
+// take records the Acks, Fails and Dones of out (in WriterOutput's
+// order) and returns its Sends.
+func (pr *producer) take(t *testing.T, out WriterOutput) []Send {
 	t.Helper()
-	var out []Send
-	for _, e := range effects {
-		switch e := e.(type) {
-		case Send:
-			pr.sends[e.ID] = append(pr.sends[e.ID], e)
-			out = append(out, e)
-		case Ack:
-			if _, dup := pr.acks[e.ID]; dup {
-				t.Fatalf("stripe %s acked twice", e.ID)
-			}
-			pr.acks[e.ID] = e.Offset
-		case Fail:
-			pr.fails[e.ID] = e.Err
-		case Done:
-			pr.done[e.ID]++
-		default:
-			t.Fatalf("unknown effect %T", e)
+	for _, e := range out.Acks {
+		if _, dup := pr.acks[e.ID]; dup {
+			t.Fatalf("stripe %s acked twice", e.ID)
 		}
+		pr.acks[e.ID] = e.Offset
 	}
-	return out
+	for _, e := range out.Fails {
+		pr.fails[e.ID] = e.Err
+	}
+	for _, e := range out.Sends {
+		pr.sends[e.ID] = append(pr.sends[e.ID], e)
+	}
+	for _, e := range out.Done {
+		pr.done[e.ID]++
+	}
+	return out.Sends
 }
 
 // flight is one Send of one producer not yet carried out.

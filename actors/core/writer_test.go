@@ -68,27 +68,30 @@ func TestWriterTimeoutRetries(t *testing.T) {
 	now := int64(base)
 	id := sid(0, 1)
 	s0 := w.Start(now, id)
-	if out := w.Tick(now+cfg.AttemptTimeout-1, rnd); len(out) != 0 {
+	if out := w.Tick(now+cfg.AttemptTimeout-1, rnd); !out.Empty() {
 		t.Fatalf("tick before the deadline: %v", out)
 	}
 	later := now + cfg.AttemptTimeout
 	out := w.Tick(later, rnd)
-	if len(out) != 1 {
+	if outLen(out) != 1 {
 		t.Fatalf("tick at the deadline: %v", out)
 	}
-	s1, ok := out[0].(Send)
-	if !ok || s1.ID != id || s1.Attempt != 1 || s1.Offset <= s0.Offset || int64(s1.Offset) < later {
-		t.Fatalf("retry %+v after first attempt at %d", out[0], s0.Offset)
+	if len(out.Sends) != 1 {
+		t.Fatalf("tick at the deadline, no retry: %v", out)
 	}
-	var effects []any
+	s1 := out.Sends[0]
+	if s1.ID != id || s1.Attempt != 1 || s1.Offset <= s0.Offset || int64(s1.Offset) < later {
+		t.Fatalf("retry %+v after first attempt at %d", out, s0.Offset)
+	}
+	var effects WriterOutput
 	for i := range params().N {
-		effects = append(effects, w.Reply(later+ms, rnd, id, 1, i, StatusOK, 0)...)
+		effects.add(w.Reply(later+ms, rnd, id, 1, i, StatusOK, 0))
 	}
 	if !hasAck(effects, id, s1.Offset) || !hasDone(effects, id) || w.InFlight() != 0 {
 		t.Fatalf("effects %v, %d in flight", effects, w.InFlight())
 	}
 	for i := range params().N {
-		if out := w.Reply(later+2*ms, rnd, id, 0, i, StatusOK, 0); len(out) != 0 {
+		if out := w.Reply(later+2*ms, rnd, id, 0, i, StatusOK, 0); !out.Empty() {
 			t.Fatalf("late reply of a finished stripe: %v", out)
 		}
 	}
@@ -154,26 +157,23 @@ func runToFailure(t *testing.T, w *Writer, answer func(node int) (Status, bool))
 	for step := 0; len(sends) > 0 && step < 100; step++ {
 		s := sends[0]
 		sends = sends[1:]
-		var out []any
+		var out WriterOutput
 		for i := range params().N {
 			if st, ok := answer(i); ok {
-				out = append(out, w.Reply(now, rnd, id, s.Attempt, i, st, 0)...)
+				out.add(w.Reply(now, rnd, id, s.Attempt, i, st, 0))
 			}
 		}
 		now += w.cfg.AttemptTimeout
-		if len(out) == 0 { // the attempt still waits: let it time out
+		if out.Empty() { // the attempt still waits: let it time out
 			out = w.Tick(now, rnd)
 		}
-		for _, e := range out {
-			switch e := e.(type) {
-			case Send:
-				sends = append(sends, e)
-			case Fail:
-				fail = &e
-			case Ack:
-				t.Fatalf("acked: %+v", e)
-			}
+		for _, e := range out.Acks {
+			t.Fatalf("acked: %+v", e)
 		}
+		for _, e := range out.Fails {
+			fail = &e
+		}
+		sends = append(sends, out.Sends...)
 	}
 	return fail
 }
@@ -256,44 +256,41 @@ func TestWriterRewrite(t *testing.T) {
 
 // replyAll hands the writer one reply per node, in node order; with
 // holdOn it checks the writer does not let go of the stripe before the last.
-func replyAll(t *testing.T, w *Writer, now int64, id stripe.ID, att int, replies []Status, holdOn bool) []any {
+func replyAll(t *testing.T, w *Writer, now int64, id stripe.ID, att int, replies []Status, holdOn bool) WriterOutput {
 	t.Helper()
-	var out []any
+	var out WriterOutput
 	for i, st := range replies {
 		if holdOn && hasDone(out, id) {
 			t.Fatalf("done before reply %d of %v", i, replies)
 		}
-		out = append(out, w.Reply(now, newRand(4), id, att, i, st, 0)...)
+		out.add(w.Reply(now, newRand(4), id, att, i, st, 0))
 	}
 	return out
 }
 
-func hasAck(out []any, id stripe.ID, off uint64) bool {
-	for _, e := range out {
-		if a, ok := e.(Ack); ok && a.ID == id && a.Offset == off {
+func hasAck(out WriterOutput, id stripe.ID, off uint64) bool {
+	for _, a := range out.Acks {
+		if a.ID == id && a.Offset == off {
 			return true
 		}
 	}
 	return false
 }
 
-func hasDone(out []any, id stripe.ID) bool {
-	for _, e := range out {
-		if d, ok := e.(Done); ok && d.ID == id {
+func hasDone(out WriterOutput, id stripe.ID) bool {
+	for _, d := range out.Done {
+		if d.ID == id {
 			return true
 		}
 	}
 	return false
 }
 
-func sends(out []any) []Send {
-	var ss []Send
-	for _, e := range out {
-		if s, ok := e.(Send); ok {
-			ss = append(ss, s)
-		}
-	}
-	return ss
+func sends(out WriterOutput) []Send { return out.Sends }
+
+// outLen counts every entry of every list of out.
+func outLen(out WriterOutput) int {
+	return len(out.Acks) + len(out.Fails) + len(out.Sends) + len(out.Done)
 }
 
 // TestWriterSkewPipelined: five stripes in flight from a producer 400ms
@@ -360,13 +357,13 @@ func TestWriterJitterWhenPinned(t *testing.T) {
 		// one node refuses with its clock: the writer learns it runs 200ms ahead
 		w.Reply(now, rnd, id, 0, 5, StatusClockAhead, node)
 		// the other producer got there first on three nodes
-		var out []any
+		var out WriterOutput
 		for i := range 5 {
 			st := StatusOK
 			if (i < 3) == (p == 1) {
 				st = StatusConflict
 			}
-			out = append(out, w.Reply(now, rnd, id, s.Attempt, i, st, 0)...)
+			out.add(w.Reply(now, rnd, id, s.Attempt, i, st, 0))
 		}
 		if ss := sends(out); len(ss) != 1 {
 			t.Fatalf("producer %d: %v", p, out)
@@ -396,31 +393,30 @@ func TestWriterDeliveryTimeout(t *testing.T) {
 		var ack *Ack
 		attempts := 1
 		for now := start; fail == nil && ack == nil && now < start+int64(10*time.Second); now += int64(10 * time.Millisecond) {
-			var out []any
+			var out WriterOutput
 			for _, s := range pending {
 				for i := range params().N {
 					st := StatusNoReply
 					if i < 3 || (heal && now-start > int64(3*time.Second)) {
 						st = StatusOK
 					}
-					out = append(out, w.Reply(now, rnd, id, s.Attempt, i, st, 0)...)
+					out.add(w.Reply(now, rnd, id, s.Attempt, i, st, 0))
 				}
 			}
 			pending = nil
-			out = append(out, w.Tick(now, rnd)...)
-			for _, e := range out {
-				switch e := e.(type) {
-				case Send:
-					pending = append(pending, e)
-					attempts++
-				case Fail:
-					fail = &e
-					if elapsed := time.Duration(now - start); elapsed < 4*time.Second {
-						t.Fatalf("failed after %s, before the 4s delivery timeout", elapsed)
-					}
-				case Ack:
-					ack = &e
+			out.add(w.Tick(now, rnd))
+			for _, e := range out.Acks {
+				ack = &e
+			}
+			for _, e := range out.Fails {
+				fail = &e
+				if elapsed := time.Duration(now - start); elapsed < 4*time.Second {
+					t.Fatalf("failed after %s, before the 4s delivery timeout", elapsed)
 				}
+			}
+			for _, e := range out.Sends {
+				pending = append(pending, e)
+				attempts++
 			}
 		}
 		if heal {

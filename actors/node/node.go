@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go/micro"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/raidq/raidq/actors"
 	"github.com/raidq/raidq/actors/core"
 	"github.com/raidq/raidq/actors/internal/actorsys"
 	"github.com/raidq/raidq/actors/metrics"
@@ -61,6 +62,13 @@ type Config struct {
 	// half of it (clock_watch.go; default 1s, negative: never checked).
 	// ClockCheckEvery is how often it asks them (default 5s).
 	ClockBound, ClockCheckEvery time.Duration
+	// Client, if set, is the client the node's repair re-appends in-doubt
+	// stripes through (actors.Client.Reappend, the producers' write path);
+	// its clock (ClientConfig.Now) should be the node's, since it picks the
+	// offsets. The node does not close it. nil: the node makes its own
+	// from Cluster, Conn, Catalog, Logger and Now on the first re-append
+	// and closes it when it stops (reappend.go).
+	Client *actors.Client
 }
 
 // Node is one storage node: an actor system (node → partition → slot
@@ -89,6 +97,7 @@ type Node struct {
 	svc      micro.Service          // the raidq-node micro service (node_service.go)
 	maint    *maintenance           // repair, scrub and retention state (repair.go)
 	clock    clockState             // the node's clock against its peers' (clock_watch.go)
+	writer   writerClient           // the client re-appends write through (reappend.go)
 }
 
 // Stats are a node's counters (read with atomic loads).
@@ -195,6 +204,7 @@ func (n *Node) Stop(ctx context.Context) error {
 		err = n.drainSubs(ctx) // node_guard.go
 		n.drainActors(ctx)
 		n.stopActors()
+		n.writer.close() // after the actors: no repair pass is left to use it
 		n.settle(ctx)
 		n.replies.Wait()
 		n.metrics.Unregister()
@@ -214,6 +224,7 @@ func (n *Node) Kill() {
 		_ = n.cfg.Conn.FlushTimeout(time.Second)
 		n.stopService()
 		n.stopActors()
+		n.writer.close()
 		n.replies.Wait()
 		n.metrics.Unregister()
 		n.cfg.Logger.Warn("node killed")

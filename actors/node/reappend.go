@@ -3,11 +3,12 @@ package node
 import (
 	"context"
 	"fmt"
-	mrand "math/rand/v2"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/raidq/raidq/actors"
 	"github.com/raidq/raidq/actors/core"
 	"github.com/raidq/raidq/bus"
 	"github.com/raidq/raidq/bus/meta"
@@ -150,86 +151,59 @@ func (m *maintenance) stripePayload(ctx context.Context, t *meta.Topic, p uint32
 }
 
 // reappend writes payload as stripe id at a fresh offset on the whole
-// ensemble, with a producer's rules (core.Writer: offset from this node's
-// clock, retries at fresh offsets, ack at W). It returns the committed
-// offset.
+// ensemble, with a producer's rules and a producer's driver: the client's
+// Reappend (actors.Client.Reappend: core.Writer with the topic's default
+// write rules, offset from this node's clock, retries at fresh offsets,
+// ack at W, sent over the client's links, which track each node's
+// health). It returns the committed offset.
 func (m *maintenance) reappend(ctx context.Context, t *meta.Topic, p uint32, id stripe.ID, payload []byte) (uint64, error) {
-	wc := core.DefaultWriterConfig(t.Params)
-	wc.Nodes = t.Ensembles[p]
-	w := core.NewWriter(wc)
-	seed := uint64(m.n.cfg.Now()) ^ id.Seq
-	rnd := mrand.New(mrand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
-	timeout := max(2*time.Duration(wc.AttemptTimeout), 250*time.Millisecond)
-	cctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	type reply struct {
-		att, node int
-		status    core.Status
-		clock     int64
-	}
-	replies := make(chan reply, t.Params.N)
-	send := func(s core.Send) error {
-		shards, err := stripe.Encode(id, s.Offset, t.Params.N, t.Params.K, payload)
-		if err != nil {
-			return err
-		}
-		for i, node := range t.Ensembles[p] {
-			req := bus.WriteReq{Topic: t.Name, Partition: p, Offset: s.Offset, Shard: shards[i].Marshal()}
-			subj := m.n.subjects.Slot(node, t.Name, p)
-			go func() {
-				r := reply{att: s.Attempt, node: i, status: core.StatusNoReply}
-				rctx, rcancel := context.WithTimeout(cctx, timeout)
-				defer rcancel()
-				if msg, err := m.n.cfg.Conn.RequestWithContext(rctx, subj, req.Marshal()); err == nil {
-					if wr, err := bus.DecodeWriteReply(msg.Data); err == nil {
-						r.status, r.clock = core.Status(wr.Status), wr.NodeClock
-					}
-				}
-				select {
-				case replies <- r:
-				case <-cctx.Done():
-				}
-			}()
-		}
-		return nil
-	}
-	if err := send(w.Start(m.n.cfg.Now(), id)); err != nil {
+	c, err := m.n.writer.get(m.n)
+	if err != nil {
 		return 0, err
 	}
-	tick := time.NewTicker(5 * time.Millisecond)
-	defer tick.Stop()
-	var acked uint64
-	var failure error
-	for {
-		var effects []any
-		select {
-		case r := <-replies:
-			effects = w.Reply(m.n.cfg.Now(), rnd, id, r.att, r.node, r.status, r.clock)
-		case <-tick.C:
-			effects = w.Tick(m.n.cfg.Now(), rnd)
-		case <-ctx.Done():
-			return 0, ctx.Err()
-		}
-		for _, e := range effects {
-			switch e := e.(type) {
-			case core.Send:
-				if err := send(e); err != nil {
-					return 0, err
-				}
-			case core.Ack:
-				acked = e.Offset
-			case core.Fail:
-				failure = e.Err
-			case core.Done:
-				if acked != 0 {
-					return acked, nil
-				}
-				if failure == nil {
-					failure = fmt.Errorf("stripe %s: writer gave up", id)
-				}
-				return 0, failure
-			}
-		}
+	return c.Reappend(ctx, t, p, id, payload)
+}
+
+// writerClient is the client a node re-appends through: Config.Client, or
+// one the node makes on first use (most nodes never re-append) from its
+// own connection, catalog, logger and clock, and closes when it stops.
+type writerClient struct {
+	mu     sync.Mutex
+	c      *actors.Client
+	own    bool // made here: closed by close
+	closed bool
+}
+
+// get returns the client, making the node's own on first use.
+func (w *writerClient) get(n *Node) (*actors.Client, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	switch {
+	case w.closed:
+		return nil, fmt.Errorf("node %s: re-append client: %w", n.cfg.ID, core.ErrClosed)
+	case w.c != nil:
+		return w.c, nil
+	case n.cfg.Client != nil:
+		w.c = n.cfg.Client
+		return w.c, nil
+	}
+	c, err := actors.NewClient(actors.ClientConfig{Cluster: n.cfg.Cluster, Conn: n.cfg.Conn, Catalog: n.cfg.Catalog,
+		Logger: n.cfg.Logger, Now: n.cfg.Now})
+	if err != nil {
+		return nil, fmt.Errorf("node %s: re-append client: %w", n.cfg.ID, err)
+	}
+	w.c, w.own = c, true
+	return c, nil
+}
+
+// close closes the node's own client (not a given one); get fails after it.
+func (w *writerClient) close() {
+	w.mu.Lock()
+	c, own := w.c, w.own
+	w.c, w.closed = nil, true
+	w.mu.Unlock()
+	if own {
+		c.Close()
 	}
 }
 

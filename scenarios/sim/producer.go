@@ -9,7 +9,7 @@ import (
 
 // producer is one simulated client writing one partition through a
 // core.Writer. Its clock is skewed (and quantized in conflict mode); it
-// starts Config.Stripes stripes, carries out the writer's effects and
+// starts Config.Stripes stripes, carries out the writer's output and
 // ticks it every tickEvery.
 type producer struct {
 	s      *sim
@@ -137,33 +137,32 @@ func (p *producer) tick() {
 	p.s.at(p.s.now+tickEvery, p.tick)
 }
 
-// handle carries out the writer's effects.
-func (p *producer) handle(effects []any) {
+// handle carries out the writer's output, in WriterOutput's order (acks,
+// fails, sends, dones): a Send after its stripe's Ack is a rewrite.
+func (p *producer) handle(out core.WriterOutput) {
 	s := p.s
-	for _, e := range effects {
-		switch e := e.(type) {
-		case core.Send:
-			if _, acked := s.truth.acked[e.ID]; acked {
-				s.res.Rewrites++
-			} else {
-				s.res.Retries++
-			}
-			p.send(e)
-		case core.Ack:
-			s.truth.acked[e.ID] = e.Offset
-			s.truth.ended[e.ID] = s.now
-			s.log.add("p%d ACK %s %s", p.id, sid(e.ID), s.log.off(e.Offset))
-		case core.Fail:
-			s.truth.failed[e.ID] = e.Err
-			s.truth.ended[e.ID] = s.now
-			s.log.add("p%d FAIL %s: %v", p.id, sid(e.ID), e.Err)
-		case core.Done:
-			delete(p.shards, e.ID)
-			p.ended++
-			p.finish()
-		default:
-			s.violate("p%d: unknown writer effect %T", p.id, e)
+	for _, e := range out.Acks {
+		s.truth.acked[e.ID] = e.Offset
+		s.truth.ended[e.ID] = s.now
+		s.log.add("p%d ACK %s %s", p.id, sid(e.ID), s.log.off(e.Offset))
+	}
+	for _, e := range out.Fails {
+		s.truth.failed[e.ID] = e.Err
+		s.truth.ended[e.ID] = s.now
+		s.log.add("p%d FAIL %s: %v", p.id, sid(e.ID), e.Err)
+	}
+	for _, e := range out.Sends {
+		if _, acked := s.truth.acked[e.ID]; acked {
+			s.res.Rewrites++
+		} else {
+			s.res.Retries++
 		}
+		p.send(e)
+	}
+	for _, e := range out.Done {
+		delete(p.shards, e.ID)
+		p.ended++
+		p.finish()
 	}
 }
 

@@ -7,15 +7,15 @@ import (
 	"github.com/raidq/raidq/stripe"
 )
 
-// In-doubt re-append (DESIGN §5; actors/reappend.go). A reader's
-// core.InDoubtReport is sent (a lossy message) to every node; a node that
-// is up queues it as a repair target. Each pass looks at its targets
-// first: a one-offset scan of the peers, PlanRange and its fixes, then
-// core.StripeAt. Fewer than k shards of the stripe: done if every node
-// answered in full (never committed there), else kept (up to
-// inDoubtKeep). Decodable: the
-// lowest heard position re-appends it, the others hand the report to that
-// node (handoffPasses times, then forget it). The re-append decodes the
+// In-doubt re-append (DESIGN §5; actors/node/reappend.go and
+// actors.Client.Reappend). A reader's core.InDoubtReport is sent (a lossy
+// message) to every node; a node that is up queues it as a repair target.
+// Each pass looks at its targets first: a one-offset scan of the peers,
+// PlanRange and its fixes, then core.StripeAt. Fewer than k shards of the
+// stripe: done if every node answered in full (never committed there),
+// else kept (up to inDoubtKeep). Decodable: the lowest heard position
+// re-appends it, the others hand the report to that node (handoffPasses
+// times, then forget it). The re-append decodes the
 // stripe from k shards and writes it again as a producer would, with a
 // core.Writer on the node's clock: the same stripe id at a fresh offset,
 // all n shards, acked at W; a node re-appends a stripe once per life.
@@ -232,23 +232,24 @@ func (a *reappender) reply(snd core.Send, node int, st core.Status, clock int64)
 	a.handle(a.w.Reply(a.r.n.clock(), a.r.s.rnd, snd.ID, snd.Attempt, node, st, clock))
 }
 
-func (a *reappender) handle(effects []any) {
+// handle carries out the writer's output for the one stripe, in
+// WriterOutput's order: its Done comes last, after its Ack or Fail.
+func (a *reappender) handle(out core.WriterOutput) {
 	s := a.r.s
-	for _, e := range effects {
-		switch e := e.(type) {
-		case core.Send:
-			a.send(e)
-		case core.Ack:
-			a.acked = e.Offset
-			s.res.Reappended++
-			s.repair.lastWrite = s.now
-			s.log.add("%s ACK %s %s", a.name(), sid(a.id), s.log.off(e.Offset))
-		case core.Fail:
-			s.log.add("%s FAIL %s: %v", a.name(), sid(a.id), e.Err)
-		case core.Done:
-			a.over = true
-			a.done(a.acked != 0)
-			return
-		}
+	for _, e := range out.Acks {
+		a.acked = e.Offset
+		s.res.Reappended++
+		s.repair.lastWrite = s.now
+		s.log.add("%s ACK %s %s", a.name(), sid(a.id), s.log.off(e.Offset))
+	}
+	for _, e := range out.Fails {
+		s.log.add("%s FAIL %s: %v", a.name(), sid(a.id), e.Err)
+	}
+	for _, e := range out.Sends {
+		a.send(e)
+	}
+	if len(out.Done) > 0 {
+		a.over = true
+		a.done(a.acked != 0)
 	}
 }
