@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -19,8 +20,6 @@ type Option func(*options)
 type options struct {
 	cluster string
 	logger  *slog.Logger
-	catalog meta.Catalog
-	meta    *meta.Store
 	now     func() int64
 	name    string
 	timeout time.Duration
@@ -36,9 +35,6 @@ func WithCluster(name string) Option { return func(o *options) { o.cluster = nam
 // WithLogger routes the client's logs (default slog.Default()).
 func WithLogger(l *slog.Logger) Option { return func(o *options) { o.logger = l } }
 
-// WithCatalog gives the client its topic metadata.
-func WithCatalog(c meta.Catalog) Option { return func(o *options) { o.catalog = c } }
-
 // WithClock replaces the client clock (unix ns); drills use it to skew producers.
 func WithClock(now func() int64) Option { return func(o *options) { o.now = now } }
 
@@ -49,9 +45,6 @@ func WithName(n string) Option { return func(o *options) { o.name = n } }
 func WithNATSOptions(opts ...nats.Option) Option {
 	return func(o *options) { o.natsOpt = append(o.natsOpt, opts...) }
 }
-
-// WithMeta gives the client an opened metadata store (in-process clusters).
-func WithMeta(m *meta.Store) Option { return func(o *options) { o.meta = m } }
 
 // WithCreds authenticates with a NATS credentials file.
 func WithCreds(file string) Option {
@@ -75,6 +68,8 @@ type Client struct {
 	watched *meta.WatchedCatalog // the KV-watched catalog this client started, if any
 	cluster string
 	dialer  *nodeDialer // direct node connections (direct.go); nil: none
+
+	closeOnce sync.Once
 }
 
 // Connect dials a NATS URL and returns a client.
@@ -140,56 +135,50 @@ func buildOptions(opts []Option) options {
 	return o
 }
 
-// newClient builds the client; without WithCatalog it binds the cluster's
-// metadata in JetStream KV and watches its topics.
+// newClient builds the client: it binds the cluster's metadata in
+// JetStream KV and watches its topics.
 func newClient(nc *nats.Conn, o options) (*Client, error) {
-	c := &Client{nc: nc, logger: o.logger, meta: o.meta, cluster: o.cluster}
-	if o.catalog == nil {
-		ctx, cancel := context.WithTimeout(context.Background(), o.timeout)
-		defer cancel()
-		if c.meta == nil {
-			m, err := meta.Open(ctx, nc, o.cluster, meta.Options{Timeout: o.timeout, Logger: o.logger})
-			if err != nil {
-				return nil, fmt.Errorf("raidq cluster %q at %s: %w", o.cluster, nc.ConnectedUrlRedacted(), err)
-			}
-			c.meta = m
-		}
-		cat, err := c.meta.WatchCatalog(ctx)
-		if err != nil {
-			return nil, fmt.Errorf("raidq cluster %q: load topics: %w", o.cluster, err)
-		}
-		c.watched, o.catalog = cat, cat
+	c := &Client{nc: nc, logger: o.logger, cluster: o.cluster}
+	ctx, cancel := context.WithTimeout(context.Background(), o.timeout)
+	defer cancel()
+	m, err := meta.Open(ctx, nc, o.cluster, meta.Options{Timeout: o.timeout, Logger: o.logger})
+	if err != nil {
+		return nil, fmt.Errorf("raidq cluster %q at %s: %w", o.cluster, nc.ConnectedUrlRedacted(), err)
 	}
-	cfg := actors.ClientConfig{Cluster: o.cluster, Conn: nc, Catalog: o.catalog, Logger: o.logger, Now: o.now, Metrics: o.metrics}
-	if o.direct != nil && *o.direct && c.meta != nil && o.dialOpt != nil {
+	c.meta = m
+	cat, err := c.meta.WatchCatalog(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("raidq cluster %q: load topics: %w", o.cluster, err)
+	}
+	c.watched = cat
+	cfg := actors.ClientConfig{Cluster: o.cluster, Conn: nc, Catalog: cat, Logger: o.logger, Now: o.now, Metrics: o.metrics}
+	if o.direct != nil && *o.direct && o.dialOpt != nil {
 		c.dialer = newNodeDialer(c.meta, nc, o.dialOpt, o.logger)
 		cfg.NodeConn = c.dialer.conn
 	}
 	cc, err := actors.NewClient(cfg)
 	if err != nil {
-		if c.watched != nil {
-			c.watched.Close()
-		}
+		c.watched.Close()
 		return nil, err
 	}
 	c.core = cc
 	return c, nil
 }
 
-// Meta is the client's metadata store (nil when topics came from WithCatalog).
-func (c *Client) Meta() *meta.Store { return c.meta }
-
 // Close stops every producer and consumer of the client. Records not yet
-// acknowledged fail with ErrClosed.
-func (c *Client) Close() {
-	c.core.Close()
-	if c.dialer != nil {
-		c.dialer.close()
-	}
-	if c.watched != nil {
+// acknowledged fail with ErrClosed. Close is idempotent; it returns the
+// error of the first call (none so far: it cannot fail, but callers
+// should not rely on that).
+func (c *Client) Close() error {
+	c.closeOnce.Do(func() {
+		c.core.Close()
+		if c.dialer != nil {
+			c.dialer.close()
+		}
 		c.watched.Close()
-	}
-	if c.ownNC {
-		c.nc.Close()
-	}
+		if c.ownNC {
+			c.nc.Close()
+		}
+	})
+	return nil
 }

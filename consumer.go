@@ -9,48 +9,121 @@ import (
 
 	"github.com/raidq/raidq/actors"
 	"github.com/raidq/raidq/actors/core"
-	"github.com/raidq/raidq/bus/meta"
 )
 
-// ConsumerOptions configure a consumer.
-type ConsumerOptions struct {
-	// From is where reading starts: a time (offsets are time). Zero means
-	// now: only messages produced from here on.
-	From time.Time
-	// Partitions to read; nil means all.
-	Partitions []int
-	// Buffer is how many decoded messages wait for the application
-	// (default 1024); a full buffer pauses the partitions' readers.
-	Buffer int
-	// OnReport receives the readers' in-doubt, corrupt and stall reports.
-	OnReport func(partition int, out core.Output)
+// ConsumerOption configures a consumer (Client.Consumer).
+type ConsumerOption func(*consumerConfig)
 
-	// Group makes the consumer a member of a consumer group (see
-	// groups.go): the group's live members share the topic's partitions
-	// and commit positions. From then only applies to a partition the
-	// group has no position for, and zero From means the topic's creation
-	// (earliest). Partitions must be nil.
-	Group string
-	// Member is this member's id in the group (default a random one). Two
-	// live consumers must not share one.
-	Member string
-	// Meta is the metadata store holding the group's positions; nil means
-	// the client's own (Connect binds it unless topics came from WithCatalog).
-	Meta *meta.Store
-	// AutoCommit, with a group, commits every partition's position this
-	// often, and when a partition moves to another member or the consumer
-	// closes: the position after the messages the application is done
-	// with. A message is done once the application takes the next one
-	// (from Next or Messages) or calls Next again, or commits it. Zero:
-	// the application commits with Commit.
-	AutoCommit time.Duration
-	// SessionTimeout, with a group, is how long the other members wait
-	// for this member's heartbeat to advance before they take its
-	// partitions (default meta.GroupTTL, like Kafka's session.timeout.ms).
-	// A member that cannot heartbeat for three quarters of it pauses
-	// delivery until it can, so two members never deliver a partition at
-	// once.
+// consumerConfig is what the ConsumerOptions set.
+type consumerConfig struct {
+	From       time.Time
+	Partitions []int
+	Buffer     int
+	Reports    func(ReadReport)
+
+	Group          string
+	Member         string
+	AutoCommit     time.Duration
 	SessionTimeout time.Duration
+}
+
+// WithStart is where reading starts: a time (offsets are time). Without
+// it, or with the zero time, a plain consumer starts now (only messages
+// produced from here on); a group member starts a partition the group has
+// no position for at the topic's creation (earliest).
+func WithStart(t time.Time) ConsumerOption { return func(c *consumerConfig) { c.From = t } }
+
+// WithPartitions reads only these partitions (none given, or without
+// it: all; not with a group).
+func WithPartitions(ps ...int) ConsumerOption {
+	return func(c *consumerConfig) {
+		c.Partitions = nil
+		if len(ps) > 0 {
+			c.Partitions = append([]int{}, ps...)
+		}
+	}
+}
+
+// WithBuffer is how many decoded messages wait for the application
+// (default 1024); a full buffer pauses the partitions' readers.
+func WithBuffer(n int) ConsumerOption { return func(c *consumerConfig) { c.Buffer = n } }
+
+// WithReports receives the partition readers' reports: offsets in doubt,
+// corrupt shards, stalls (called from a reader's goroutine; must not block).
+func WithReports(f func(ReadReport)) ConsumerOption { return func(c *consumerConfig) { c.Reports = f } }
+
+// WithGroup makes the consumer a member of a consumer group (see
+// groups.go): the group's live members share the topic's partitions and
+// commit positions.
+func WithGroup(name string) ConsumerOption { return func(c *consumerConfig) { c.Group = name } }
+
+// WithMember is this member's id in the group (default a random one). Two
+// live consumers must not share one.
+func WithMember(id string) ConsumerOption { return func(c *consumerConfig) { c.Member = id } }
+
+// WithAutoCommit, with a group, commits every partition's position this
+// often, and when a partition moves to another member or the consumer
+// closes: the position after the messages the application is done with.
+// A message is done once the application takes the next one (from Next or
+// Messages) or calls Next again, or commits it. Without it the
+// application commits with Commit.
+func WithAutoCommit(every time.Duration) ConsumerOption {
+	return func(c *consumerConfig) { c.AutoCommit = every }
+}
+
+// WithSessionTimeout, with a group, is how long the other members wait
+// for this member's heartbeat to advance before they take its partitions
+// (default 15s, like Kafka's session.timeout.ms). A member that cannot
+// heartbeat for three quarters of it pauses delivery until it can, so two
+// members never deliver a partition at once.
+func WithSessionTimeout(d time.Duration) ConsumerOption {
+	return func(c *consumerConfig) { c.SessionTimeout = d }
+}
+
+// ReadReport is a partition reader's account of one scan besides its
+// messages (only scans with something to report are reported).
+type ReadReport struct {
+	Topic     string
+	Partition int
+	// InDoubt are offsets the reader could not decode yet: it keeps
+	// asking the nodes it did not hear and delivers them late (Message.Late)
+	// or settles them.
+	InDoubt []InDoubt
+	// Corrupt are shards that failed their checks.
+	Corrupt []CorruptShard
+	// Resolved are in-doubt offsets settled by this scan.
+	Resolved []uint64
+	// Stalled says why the scan could not be used (too few nodes heard).
+	Stalled string
+}
+
+// InDoubt is one offset a reader could not decode yet.
+type InDoubt struct {
+	Offset  uint64
+	Stripe  StripeID
+	Seen    int   // shards seen
+	Unheard []int // ensemble positions that did not answer
+}
+
+// CorruptShard names a shard that failed its checks.
+type CorruptShard struct {
+	Node   int // ensemble position
+	Offset uint64
+	Err    error
+}
+
+func readReport(topic string, p int, out core.Output) (ReadReport, bool) {
+	if len(out.InDoubt) == 0 && len(out.Corrupt) == 0 && len(out.Resolved) == 0 && out.Stalled == "" {
+		return ReadReport{}, false
+	}
+	r := ReadReport{Topic: topic, Partition: p, Resolved: out.Resolved, Stalled: out.Stalled}
+	for _, d := range out.InDoubt {
+		r.InDoubt = append(r.InDoubt, InDoubt{Offset: d.Offset, Stripe: d.Stripe, Seen: d.Seen, Unheard: d.Unheard})
+	}
+	for _, c := range out.Corrupt {
+		r.Corrupt = append(r.Corrupt, CorruptShard{Node: c.Node, Offset: c.Offset, Err: c.Err})
+	}
+	return r, true
 }
 
 // Consumer reads one topic's partitions and delivers their messages, each
@@ -64,7 +137,7 @@ type ConsumerOptions struct {
 type Consumer struct {
 	c     *Client
 	topic string
-	opts  ConsumerOptions
+	opts  consumerConfig
 	buf   chan Message // the readers' decoded messages, for the forwarder
 	ch    chan Message // forwarder -> application (unbuffered)
 	mu    sync.Mutex
@@ -79,7 +152,11 @@ type Consumer struct {
 }
 
 // Consumer starts reading topic.
-func (c *Client) Consumer(topic string, opts ConsumerOptions) (*Consumer, error) {
+func (c *Client) Consumer(topic string, options ...ConsumerOption) (*Consumer, error) {
+	var opts consumerConfig
+	for _, f := range options {
+		f(&opts)
+	}
 	t, err := c.core.Catalog().Topic(topic)
 	if err != nil {
 		return nil, err
@@ -112,7 +189,7 @@ func (c *Client) Consumer(topic string, opts ConsumerOptions) (*Consumer, error)
 	return cons, nil
 }
 
-func newConsumer(c *Client, topic string, opts ConsumerOptions) *Consumer {
+func newConsumer(c *Client, topic string, opts consumerConfig) *Consumer {
 	cons := &Consumer{c: c, topic: topic, opts: opts, buf: make(chan Message, opts.Buffer), ch: make(chan Message),
 		quit: make(chan struct{}), fwdDone: make(chan struct{})}
 	go cons.forward()
@@ -198,10 +275,14 @@ func (c *Consumer) start(from time.Time) error {
 }
 
 func (c *Consumer) report(p int) func(core.Output) {
-	if c.opts.OnReport == nil {
+	if c.opts.Reports == nil {
 		return nil
 	}
-	return func(out core.Output) { c.opts.OnReport(p, out) }
+	return func(out core.Output) {
+		if r, ok := readReport(c.topic, p, out); ok {
+			c.opts.Reports(r)
+		}
+	}
 }
 
 // sink forwards one reader's deliveries to the buffer; it blocks while the
@@ -227,7 +308,7 @@ func (c *Consumer) sink(p, gen int) func([]core.Delivery) {
 
 func deliveryMessage(topic string, p int, d core.Delivery) Message {
 	m := recordMessage(topic, p, d.Record)
-	m.Position, m.Stripe, m.Late = d.Pos, d.Stripe, d.Late
+	m.Position, m.Stripe, m.Late = positionOf(d.Pos), d.Stripe, d.Late
 	return m
 }
 

@@ -8,19 +8,103 @@ import (
 	"time"
 
 	"github.com/raidq/raidq"
+	"github.com/raidq/raidq/actors/server"
 )
 
-// ExampleConsumer_Next produces two messages into an in-process cluster and
-// reads them back from the start with Next.
-func ExampleConsumer_Next() {
-	dir, _ := os.MkdirTemp("", "raidq-example-")
-	defer os.RemoveAll(dir)
-	lc, err := raidq.StartLocalCluster(raidq.LocalClusterConfig{Dir: dir, NoSync: true, Logger: slog.New(slog.DiscardHandler)})
+// localCluster starts an in-process cluster of six nodes for an example
+// (a real program connects with raidq.Connect to `raidq dev` or to
+// `raidq node` processes). stop closes it and removes its data.
+func localCluster() (lc *server.LocalCluster, stop func(), err error) {
+	dir, err := os.MkdirTemp("", "raidq-example-")
+	if err != nil {
+		return nil, nil, err
+	}
+	lc, err = server.StartLocalCluster(server.LocalClusterConfig{Dir: dir, NoSync: true,
+		Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		os.RemoveAll(dir)
+		return nil, nil, err
+	}
+	return lc, func() { _ = lc.Close(); os.RemoveAll(dir) }, nil
+}
+
+// ExampleClient_CreateTopic creates a topic with the default coding: four
+// data and two parity shards, committed at four of six nodes.
+func ExampleClient_CreateTopic() {
+	lc, stop, err := localCluster()
 	if err != nil {
 		fmt.Println(err)
 		return
 	}
-	defer lc.Close()
+	defer stop()
+	c, err := lc.Connect() // elsewhere: raidq.Connect("nats://host1:4222,nats://host2:4222")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer c.Close()
+
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	t, err := c.CreateTopic(ctx, raidq.TopicConfig{Name: "orders", Partitions: 3, Params: raidq.DefaultParams()})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Printf("%s: %d partitions, %d+%d shards, commit at %d\n", t.Name, t.Partitions, t.Params.K,
+		t.Params.N-t.Params.K, t.Params.W)
+	// Output:
+	// orders: 3 partitions, 4+2 shards, commit at 4
+}
+
+// ExampleProducer_SendAsync sends without waiting for each message: the
+// futures resolve once four of six nodes hold the stripe.
+func ExampleProducer_SendAsync() {
+	lc, stop, err := localCluster()
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer stop()
+	_ = lc.CreateTopic("orders", 1, raidq.DefaultParams())
+	c, _ := lc.Connect()
+	defer c.Close()
+	p, err := c.Producer("orders", raidq.WithLinger(5*time.Millisecond))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer p.Close()
+
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	var futures []*raidq.SendFuture
+	for i := range 3 {
+		futures = append(futures, p.SendAsync(ctx, raidq.Message{Value: []byte(fmt.Sprint("order-", i))}))
+	}
+	for _, f := range futures {
+		m, err := f.Wait(ctx)
+		if err != nil {
+			fmt.Println(err)
+			return
+		}
+		fmt.Println(string(m.Value), "committed in partition", m.Partition)
+	}
+	// Output:
+	// order-0 committed in partition 0
+	// order-1 committed in partition 0
+	// order-2 committed in partition 0
+}
+
+// ExampleConsumer_Next produces two messages and reads them back from the
+// start with Next.
+func ExampleConsumer_Next() {
+	lc, stop, err := localCluster()
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer stop()
 	_ = lc.CreateTopic("orders", 1, raidq.DefaultParams())
 	c, _ := lc.Connect()
 	defer c.Close()
@@ -34,9 +118,9 @@ func ExampleConsumer_Next() {
 			return
 		}
 	}
-	_ = p.Close(ctx)
+	_ = p.Close()
 
-	cons, _ := c.Consumer("orders", raidq.ConsumerOptions{From: time.Unix(0, 1)}) // earliest
+	cons, _ := c.Consumer("orders", raidq.WithStart(time.Unix(0, 1))) // earliest
 	defer cons.Close()
 	for range 2 {
 		m, err := cons.Next(ctx)
@@ -49,4 +133,53 @@ func ExampleConsumer_Next() {
 	// Output:
 	// hello
 	// world
+}
+
+// ExampleWithGroup reads as a member of a consumer group: the group's
+// members share the partitions, and Commit records how far this one got,
+// so a member that takes a partition over resumes after it.
+func ExampleWithGroup() {
+	lc, stop, err := localCluster()
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer stop()
+	_ = lc.CreateTopic("orders", 2, raidq.DefaultParams())
+	c, _ := lc.Connect()
+	defer c.Close()
+
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	p, _ := c.Producer("orders")
+	for _, k := range []string{"a", "b", "c"} {
+		if _, err := p.Send(ctx, raidq.Message{Key: []byte(k), Value: []byte("order " + k)}); err != nil {
+			fmt.Println(err)
+			return
+		}
+	}
+	_ = p.Close()
+
+	cons, err := c.Consumer("orders", raidq.WithGroup("billing"), raidq.WithMember("billing-1"))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer cons.Close()
+	seen := map[string]bool{}
+	for len(seen) < 3 {
+		m, err := cons.Next(ctx)
+		if err != nil {
+			fmt.Println(err)
+			return
+		}
+		seen[string(m.Value)] = true
+		if err := cons.Commit(ctx, m); err != nil {
+			fmt.Println(err)
+			return
+		}
+	}
+	fmt.Println(len(seen), "orders billed; partitions", cons.Partitions())
+	// Output:
+	// 3 orders billed; partitions [0 1]
 }

@@ -244,7 +244,7 @@ func (g *groupState) writePosition(ctx context.Context, part *groupPart, rec met
 func (c *Consumer) Commit(ctx context.Context, m Message) error {
 	g := c.group
 	if g == nil {
-		return errors.New("raidq: Commit needs a consumer group (ConsumerOptions.Group)")
+		return errors.New("raidq: Commit needs a consumer group (consumerConfig.Group)")
 	}
 	if m.Topic != c.topic || m.gen == 0 {
 		return fmt.Errorf("raidq: Commit of a message this consumer did not deliver (topic %q, partition %d)", m.Topic, m.Partition)

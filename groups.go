@@ -132,7 +132,7 @@ func newMemberID() string {
 }
 
 // groupConsumer starts a consumer in opts.Group.
-func (c *Client) groupConsumer(t *meta.Topic, opts ConsumerOptions) (*Consumer, error) {
+func (c *Client) groupConsumer(t *meta.Topic, opts consumerConfig) (*Consumer, error) {
 	if opts.Partitions != nil {
 		return nil, fmt.Errorf("consumer group %q: Partitions cannot be set, the group assigns them", opts.Group)
 	}
@@ -152,13 +152,7 @@ func (c *Client) groupConsumer(t *meta.Topic, opts ConsumerOptions) (*Consumer, 
 		return nil, fmt.Errorf("consumer group %q: session timeout %v: must be %v..%v", opts.Group, opts.SessionTimeout,
 			3*GroupInterval, meta.MaxSession)
 	}
-	store := opts.Meta
-	if store == nil {
-		store = c.meta
-	}
-	if store == nil {
-		return nil, fmt.Errorf("consumer group %q: no metadata store (connect without WithCatalog, or set ConsumerOptions.Meta)", opts.Group)
-	}
+	store := c.meta
 	g := &groupState{store: store, group: opts.Group, member: opts.Member, from: opts.From, auto: opts.AutoCommit,
 		session: opts.SessionTimeout, epoch: time.Now(), parts: make(map[int]*groupPart), releases: make(map[int]*groupPart),
 		quit: make(chan struct{}), done: make(chan struct{}), resume: make(chan struct{}), handCh: make(chan struct{})}

@@ -11,31 +11,32 @@ import (
 	"time"
 
 	"github.com/raidq/raidq"
+	"github.com/raidq/raidq/actors/server"
 	"github.com/raidq/raidq/bus/meta"
 	"github.com/raidq/raidq/scenarios/testlog"
 )
 
-func groupCluster(t *testing.T, partitions int) (*raidq.LocalCluster, *slog.Logger) {
+func groupCluster(t *testing.T, partitions int) (*server.LocalCluster, *slog.Logger) {
 	t.Helper()
 	log := testlog.New(t, slog.LevelWarn)
-	lc, err := raidq.StartLocalCluster(raidq.LocalClusterConfig{Dir: t.TempDir(), Logger: log, Metadata: true, NoSync: true})
+	lc, err := server.StartLocalCluster(server.LocalClusterConfig{Dir: t.TempDir(), Logger: log, NoSync: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(lc.Close)
+	t.Cleanup(func() { _ = lc.Close() })
 	if err := lc.CreateTopic("orders", partitions, raidq.DefaultParams()); err != nil {
 		t.Fatal(err)
 	}
 	return lc, log
 }
 
-func connect(t *testing.T, lc *raidq.LocalCluster) *raidq.Client {
+func connect(t *testing.T, lc *server.LocalCluster) *raidq.Client {
 	t.Helper()
 	c, err := lc.Connect()
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(c.Close)
+	t.Cleanup(func() { _ = c.Close() })
 	return c
 }
 
@@ -83,13 +84,11 @@ const testSession = 4 * time.Second
 
 // startMember starts a group member that commits every commitEvery-th
 // message (0: none; with AutoCommit the consumer commits).
-func startMember(t *testing.T, c *raidq.Client, name string, opts raidq.ConsumerOptions, commitEvery int) *member {
+func startMember(t *testing.T, c *raidq.Client, name string, commitEvery int, opts ...raidq.ConsumerOption) *member {
 	t.Helper()
-	opts.Group, opts.Member = "g", name
-	if opts.SessionTimeout == 0 {
-		opts.SessionTimeout = testSession
-	}
-	cons, err := c.Consumer("orders", opts)
+	// The test session comes first: opts may override it.
+	opts = append([]raidq.ConsumerOption{raidq.WithSessionTimeout(testSession), raidq.WithGroup("g"), raidq.WithMember(name)}, opts...)
+	cons, err := c.Consumer("orders", opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -152,14 +151,14 @@ func produce(t *testing.T, c *raidq.Client, prefix string, n, burst int, pause t
 		t.Error(err)
 		return nil
 	}
-	defer func() { _ = p.Close(context.Background()) }()
+	defer func() { _ = p.Close() }()
 	acked := make(map[string]bool)
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	for i := 0; i < n; i++ {
 		v := fmt.Sprintf("%s-%d", prefix, i)
 		wg.Add(1)
-		p.SendAsync(raidq.Message{Key: []byte(v), Value: []byte(v)}, func(_ raidq.Message, err error) {
+		p.Produce(context.Background(), raidq.Message{Key: []byte(v), Value: []byte(v)}, func(_ raidq.Message, err error) {
 			defer wg.Done()
 			if err != nil {
 				t.Errorf("send %s: %v", v, err)
@@ -181,10 +180,10 @@ func TestGroupCrashTakeoverAndFencing(t *testing.T) {
 	const parts = 8
 	lc, _ := groupCluster(t, parts)
 	ms := []*member{
-		startMember(t, connect(t, lc), "a", raidq.ConsumerOptions{}, 1),
-		startMember(t, connect(t, lc), "b", raidq.ConsumerOptions{}, 1),
+		startMember(t, connect(t, lc), "a", 1),
+		startMember(t, connect(t, lc), "b", 1),
 		// c commits every 7th message: its successors redeliver the rest.
-		startMember(t, connect(t, lc), "c", raidq.ConsumerOptions{}, 7),
+		startMember(t, connect(t, lc), "c", 7),
 	}
 	a, b, c := ms[0], ms[1], ms[2]
 	took := waitUntil(t, "three members sharing the partitions", 4*raidq.GroupInterval+5*time.Second, func() bool {
@@ -300,7 +299,7 @@ func TestGroupAutoCommitResumes(t *testing.T) {
 	const parts = 4
 	lc, _ := groupCluster(t, parts)
 	c := connect(t, lc)
-	m1 := startMember(t, c, "one", raidq.ConsumerOptions{AutoCommit: 100 * time.Millisecond}, 0)
+	m1 := startMember(t, c, "one", 0, raidq.WithAutoCommit(100*time.Millisecond))
 	waitUntil(t, "one owning every partition", 2*raidq.GroupInterval+5*time.Second, func() bool { return owns(parts, m1.cons) })
 	first := produce(t, c, "first", 300, 100, 10*time.Millisecond)
 	waitUntil(t, "first batch consumed", 20*time.Second, func() bool { return len(m1.messages()) >= len(first) })
@@ -308,7 +307,7 @@ func TestGroupAutoCommitResumes(t *testing.T) {
 	m1.cons.Close() // commits everything taken and leaves
 
 	second := produce(t, c, "second", 200, 100, 10*time.Millisecond)
-	m2 := startMember(t, c, "two", raidq.ConsumerOptions{AutoCommit: 100 * time.Millisecond}, 0)
+	m2 := startMember(t, c, "two", 0, raidq.WithAutoCommit(100*time.Millisecond))
 	waitUntil(t, "second batch consumed by the next member", 20*time.Second, func() bool { return len(m2.messages()) >= len(second) })
 	time.Sleep(300 * time.Millisecond)
 	var vals []string
@@ -360,13 +359,13 @@ func TestGroupAssignmentSpreadsAndMovesLittle(t *testing.T) {
 func TestGroupOptionErrors(t *testing.T) {
 	lc, _ := groupCluster(t, 2)
 	c := connect(t, lc)
-	if _, err := c.Consumer("orders", raidq.ConsumerOptions{Group: "g", Partitions: []int{0}}); err == nil {
+	if _, err := c.Consumer("orders", raidq.WithGroup("g"), raidq.WithPartitions([]int{0}...)); err == nil {
 		t.Error("group with explicit partitions accepted")
 	}
-	if _, err := c.Consumer("orders", raidq.ConsumerOptions{Group: "bad group"}); err == nil {
+	if _, err := c.Consumer("orders", raidq.WithGroup("bad group")); err == nil {
 		t.Error("bad group name accepted")
 	}
-	plain, err := c.Consumer("orders", raidq.ConsumerOptions{})
+	plain, err := c.Consumer("orders")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -392,8 +391,7 @@ func TestGroupStartTogetherNoDuplicates(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	var conss []*raidq.Consumer
 	for _, name := range []string{"a", "b"} {
-		cons, err := connect(t, lc).Consumer("orders", raidq.ConsumerOptions{Group: "g", Member: name,
-			AutoCommit: 200 * time.Millisecond, SessionTimeout: testSession})
+		cons, err := connect(t, lc).Consumer("orders", raidq.WithGroup("g"), raidq.WithMember(name), raidq.WithAutoCommit(200*time.Millisecond), raidq.WithSessionTimeout(testSession))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -450,11 +448,11 @@ func TestGroupStartTogetherNoDuplicates(t *testing.T) {
 func TestConsumerEndsWhenTopicDeleted(t *testing.T) {
 	lc, _ := groupCluster(t, 2)
 	c := connect(t, lc)
-	plain, err := c.Consumer("orders", raidq.ConsumerOptions{})
+	plain, err := c.Consumer("orders")
 	if err != nil {
 		t.Fatal(err)
 	}
-	member, err := c.Consumer("orders", raidq.ConsumerOptions{Group: "g", SessionTimeout: testSession})
+	member, err := c.Consumer("orders", raidq.WithGroup("g"), raidq.WithSessionTimeout(testSession))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,14 +4,30 @@
 // of six, so two dead or slow nodes cost them nothing.
 //
 //	c, _ := raidq.Connect("nats://127.0.0.1:4222,nats://127.0.0.1:4223")
-//	p, _ := c.Producer("orders")
+//	defer c.Close()
+//	p, _ := c.Producer("orders", raidq.WithLinger(2*time.Millisecond))
 //	pos, err := p.Send(ctx, raidq.Message{Key: []byte("k"), Value: []byte("v")})
-//	cons, _ := c.Consumer("orders", raidq.ConsumerOptions{From: start})
-//	for m := range cons.Messages() { ... }
+//	cons, _ := c.Consumer("orders", raidq.WithStart(start))
+//	for {
+//		m, err := cons.Next(ctx)
+//		...
+//	}
+//
+// Options follow one style: Connect takes Options, Producer takes
+// ProducerOptions and Consumer takes ConsumerOptions, each built by a
+// With... function. Everything that holds resources has Close() error.
+//
+// A cluster to run against comes from `raidq dev` (or `raidq node` on
+// several hosts); tests and examples start one in process with package
+// github.com/raidq/raidq/actors/server (LocalCluster).
 package raidq
 
 import (
+	"errors"
+	"fmt"
 	"github.com/raidq/raidq/actors"
+	"time"
+
 	"github.com/raidq/raidq/actors/core"
 	"github.com/raidq/raidq/bus/meta"
 	"github.com/raidq/raidq/stripe"
@@ -34,8 +50,14 @@ var (
 	ErrUnknownTopic = meta.ErrUnknownTopic
 	// ErrBusy: the producer's queues are full; slow down.
 	ErrBusy = actors.ErrBusy
-	// ErrInvalidParams: topic parameters break a rule of DESIGN §2.
+	// ErrInvalidParams: topic parameters break a rule of the coding
+	// (docs/design.md, "Parameters").
 	ErrInvalidParams = quorum.ErrInvalidParams
+	// ErrInvalidMessage: a send was given a message it cannot take (a
+	// Partition set on Send: choose one with SendTo).
+	ErrInvalidMessage = errors.New("invalid message")
+	// ErrPending: SendFuture.Result was called before the outcome was known.
+	ErrPending = errors.New("send still pending")
 )
 
 // Header is one message header.
@@ -48,7 +70,24 @@ type StripeID = stripe.ID
 // Position is where a message stands in its partition: the stripe's offset
 // (nanoseconds since the Unix epoch, chosen by the producer's clock) and the
 // message's index in the stripe.
-type Position = core.Position
+type Position struct {
+	Offset uint64
+	Index  uint32
+}
+
+// Less orders positions within a partition.
+func (p Position) Less(o Position) bool {
+	return p.Offset < o.Offset || (p.Offset == o.Offset && p.Index < o.Index)
+}
+
+// Time is the stripe's offset as a time (the producer's clock when it wrote).
+func (p Position) Time() time.Time { return time.Unix(0, int64(p.Offset)) }
+
+func (p Position) String() string { return fmt.Sprintf("%d/%d", p.Offset, p.Index) }
+
+func positionOf(p core.Position) Position { return Position{Offset: p.Offset, Index: p.Index} }
+
+func (p Position) core() core.Position { return core.Position{Offset: p.Offset, Index: p.Index} }
 
 // Params are a topic's coding and timing parameters (n, k, W, D, A, F).
 type Params = quorum.Params
@@ -63,7 +102,9 @@ type Message struct {
 	Value   []byte
 	Headers []Header
 
-	// Set on delivery (and on the result of a send).
+	// Set on delivery and on the result of a send; a send ignores Topic,
+	// Position, Stripe and Late, and Send refuses a Partition other than
+	// 0 (SendTo chooses the partition).
 	Topic     string
 	Partition int
 	Position  Position

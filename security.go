@@ -10,7 +10,6 @@ import (
 	"github.com/nats-io/nkeys"
 
 	"github.com/raidq/raidq/bus"
-	"github.com/raidq/raidq/bus/natsserver"
 )
 
 // Client authentication and TLS (docs/security.md). A cluster started with
@@ -180,7 +179,3 @@ func connectHint(url string, err error, opts []nats.Option) string {
 	}
 	return ""
 }
-
-// NATSServer is the cluster's embedded NATS server (tests check its
-// Security().InternalViolations()).
-func (lc *LocalCluster) NATSServer() *natsserver.Server { return lc.server }

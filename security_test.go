@@ -17,9 +17,11 @@ import (
 
 	"github.com/raidq/raidq"
 	"github.com/raidq/raidq/actors"
+	"github.com/raidq/raidq/actors/server"
 	"github.com/raidq/raidq/bus"
 	"github.com/raidq/raidq/bus/meta"
 	"github.com/raidq/raidq/bus/natsserver"
+	"github.com/raidq/raidq/scenarios/localtest"
 	"github.com/raidq/raidq/scenarios/testlog"
 )
 
@@ -64,7 +66,7 @@ func (v *violations) wait(t *testing.T, substr string) {
 }
 
 type secEnv struct {
-	lc      *raidq.LocalCluster
+	lc      *server.LocalCluster
 	url     string
 	tls     natsserver.TLSBundle
 	cluster string
@@ -100,12 +102,12 @@ users: [
 	if err != nil {
 		t.Fatal(err)
 	}
-	lc, err := raidq.StartLocalCluster(raidq.LocalClusterConfig{Dir: dir, Cluster: secCluster, Listen: "127.0.0.1:-1",
-		Metadata: true, NoSync: true, Auth: auth, TLS: b.Files(), Logger: testlog.New(t, slog.LevelWarn)})
+	lc, err := server.StartLocalCluster(server.LocalClusterConfig{Dir: dir, Cluster: secCluster, Listen: "127.0.0.1:-1",
+		NoSync: true, Auth: auth, TLS: b.Files(), Logger: testlog.New(t, slog.LevelWarn)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(lc.Close)
+	t.Cleanup(func() { _ = lc.Close() })
 	return &secEnv{lc: lc, url: lc.ClientURL(), tls: b, cluster: secCluster, nkey: seedFile}
 }
 
@@ -119,7 +121,7 @@ func (e *secEnv) connect(t *testing.T, a raidq.ClientAuth, v *violations) *raidq
 	if err != nil {
 		t.Fatalf("connect as %+v: %v", a, err)
 	}
-	t.Cleanup(c.Close)
+	t.Cleanup(func() { _ = c.Close() })
 	return c
 }
 
@@ -159,7 +161,7 @@ func TestSecurityRoles(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer p.Close(context.Background())
+	defer p.Close()
 	start := time.Now().Add(-time.Second)
 	for i := range 5 {
 		if _, err := p.Send(ctx, raidq.Message{Value: fmt.Appendf(nil, "order %d", i)}); err != nil {
@@ -178,8 +180,8 @@ func TestSecurityRoles(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	readN(t, cons, "orders", raidq.ConsumerOptions{From: start}, 5)
-	readN(t, cons, "orders", raidq.ConsumerOptions{Group: "billing", AutoCommit: 50 * time.Millisecond}, 5)
+	localtest.ReadN(t, cons, "orders", 5, raidq.WithStart(start))
+	localtest.ReadN(t, cons, "orders", 5, raidq.WithGroup("billing"), raidq.WithAutoCommit(50*time.Millisecond))
 	if _, err := sub.NextMsg(10 * time.Second); err != nil {
 		t.Errorf("consumer on the deliver subject: %v", err)
 	}
@@ -197,11 +199,11 @@ func TestSecurityRoles(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer np.Close(context.Background())
+	defer np.Close()
 	if _, err := np.Send(ctx, raidq.Message{Value: []byte("paid")}); err != nil {
 		t.Fatalf("nkey user writes payments: %v", err)
 	}
-	readN(t, nk, "payments", raidq.ConsumerOptions{From: start}, 1)
+	localtest.ReadN(t, nk, "payments", 1, raidq.WithStart(start))
 	if got := nv.take(); len(got) > 0 {
 		t.Fatalf("nkey user: permission violations doing its job: %q", got)
 	}
@@ -216,7 +218,7 @@ func TestSecurityRoles(t *testing.T) {
 		t.Error("producer of orders wrote payments")
 	}
 	scancel()
-	_ = pp.Close(context.Background())
+	_ = pp.Close()
 	pv.wait(t, "Publish to \"raidq.sec.slot.")
 
 	s := natsserver.MustSubjects(e.cluster)
@@ -247,7 +249,7 @@ func TestSecurityRoles(t *testing.T) {
 	}
 	cv.wait(t, "Subscription to \"_INBOX_shop.>\"")
 	// Group keys of another group, topic keys of the metadata.
-	if err := cons.Meta().GroupHeartbeat(ctx, "other", "orders", "m1", time.Now(), 0); err == nil {
+	if err := metaOf(t, cons).GroupHeartbeat(ctx, "other", "orders", "m1", time.Now(), 0); err == nil {
 		t.Error("consumer wrote another group's keys")
 	}
 	cv.wait(t, "Publish to \"$KV.raidq_sec_groups.g.other.orders.m.m1\"")
@@ -255,7 +257,7 @@ func TestSecurityRoles(t *testing.T) {
 		t.Error("producer created a topic")
 	}
 	pv.wait(t, "Publish to \"$KV.raidq_sec_meta.topic.rogue\"")
-	if err := prod.Meta().PutMember(ctx, metaMember("n9")); err == nil {
+	if err := metaOf(t, prod).PutMember(ctx, metaMember("n9")); err == nil {
 		t.Error("producer wrote a member record")
 	}
 	pv.wait(t, "$KV.raidq_sec_meta.member.n9")
@@ -285,21 +287,17 @@ func TestSecurityRoles(t *testing.T) {
 	}
 }
 
-func readN(t *testing.T, c *raidq.Client, topic string, o raidq.ConsumerOptions, n int) {
+// metaOf is the metadata over c's connection, with c's permissions: the
+// tests try writes the client API never offers.
+func metaOf(t *testing.T, c *raidq.Client) *meta.Store {
 	t.Helper()
-	cons, err := c.Consumer(topic, o)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	m, err := meta.Open(ctx, c.Conn(), secCluster, meta.Options{Timeout: 5 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer cons.Close()
-	timeout := time.After(20 * time.Second)
-	for got := 0; got < n; got++ {
-		select {
-		case <-cons.Messages():
-		case <-timeout:
-			t.Fatalf("%s: %d of %d messages", topic, got, n)
-		}
-	}
+	return m
 }
 
 func metaMember(id string) meta.Member {

@@ -2,7 +2,6 @@ package raidq
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -20,46 +19,58 @@ type TopicConfig struct {
 }
 
 // TopicInfo describes a topic as stored in the cluster's metadata.
-type TopicInfo = meta.TopicRecord
+type TopicInfo struct {
+	Name           string
+	Partitions     int
+	Params         Params
+	Retention      time.Duration // 0: keep forever
+	RetentionBytes int64         // per partition per node; 0: no size limit
+	// Ensembles are each partition's nodes, in shard order.
+	Ensembles [][]string
+	Created   time.Time
+}
 
-var errNoMeta = errors.New("this client has no cluster metadata (it was given a fixed catalog)")
+func topicInfo(r meta.TopicRecord) TopicInfo {
+	return TopicInfo{Name: r.Name, Partitions: r.Partitions, Params: r.Params(), Retention: time.Duration(r.Retention),
+		RetentionBytes: r.RetentionBytes, Ensembles: r.Ensembles, Created: time.Unix(0, int64(r.Created))}
+}
 
 // CreateTopic creates a topic; ensembles are drawn from the live nodes.
 // Invalid parameters fail with an error wrapping ErrInvalidParams that
 // names the rule (e.g. "W must be > n/2").
 func (c *Client) CreateTopic(ctx context.Context, tc TopicConfig) (TopicInfo, error) {
-	if c.meta == nil {
-		return TopicInfo{}, errNoMeta
-	}
 	r, err := c.meta.CreateTopic(ctx, meta.TopicSpec{Name: tc.Name, Partitions: tc.Partitions, Params: tc.Params,
 		Retention: tc.Retention, RetentionBytes: tc.RetentionBytes}, time.Now())
 	if err != nil {
-		return r, fmt.Errorf("create topic %q: %w", tc.Name, err)
+		return TopicInfo{}, fmt.Errorf("create topic %q: %w", tc.Name, err)
 	}
-	return r, nil
+	return topicInfo(r), nil
 }
 
 // Topics lists the cluster's topics.
 func (c *Client) Topics(ctx context.Context) ([]TopicInfo, error) {
-	if c.meta == nil {
-		return nil, errNoMeta
+	rs, err := c.meta.Topics(ctx)
+	if err != nil {
+		return nil, err
 	}
-	return c.meta.Topics(ctx)
+	out := make([]TopicInfo, len(rs))
+	for i, r := range rs {
+		out[i] = topicInfo(r)
+	}
+	return out, nil
 }
 
 // Topic describes one topic (ErrUnknownTopic if missing).
 func (c *Client) Topic(ctx context.Context, name string) (TopicInfo, error) {
-	if c.meta == nil {
-		return TopicInfo{}, errNoMeta
+	r, err := c.meta.Topic(ctx, name)
+	if err != nil {
+		return TopicInfo{}, err
 	}
-	return c.meta.Topic(ctx, name)
+	return topicInfo(r), nil
 }
 
 // DeleteTopic deletes a topic's metadata; nodes stop accepting its writes.
 func (c *Client) DeleteTopic(ctx context.Context, name string) error {
-	if c.meta == nil {
-		return errNoMeta
-	}
 	return c.meta.DeleteTopic(ctx, name)
 }
 

@@ -289,27 +289,28 @@ func hostPort(configured string, a *net.TCPAddr) string {
 	return net.JoinHostPort(host, strconv.Itoa(a.Port))
 }
 
-// Connect opens a client connection named name: in process when the server
-// is InProcessOnly or requires TLS, else to ClientURL. With Security's
-// authentication it connects as the process's internal node identity.
-// opts are applied after the name, the identity and the in-process
-// option, so they may override them.
+// Connect opens a client connection named name (ClientOptions says how).
 func (s *Server) Connect(name string, opts ...nats.Option) (*nats.Conn, error) {
-	all := make([]nats.Option, 0, len(opts)+3)
-	all = append(all, nats.Name(name))
-	all = append(all, s.opts.Security.ConnectOptions(s.opts.Logger)...)
-	addr := ""
-	if s.opts.InProcessOnly || (s.opts.Security != nil && s.opts.Security.TLS != nil) {
-		all = append(all, nats.InProcessServer(s.ns))
-	} else {
-		addr = s.ClientURL()
-	}
-	all = append(all, opts...)
-	nc, err := nats.Connect(addr, all...)
+	addr, all := s.ClientOptions(name)
+	nc, err := nats.Connect(addr, append(all, opts...)...)
 	if err != nil {
 		return nil, fmt.Errorf("bus: connect %q to server %q: %w", name, s.opts.Name, err)
 	}
 	return nc, nil
+}
+
+// ClientOptions are the URL and options of a connection named name to
+// this server: in process when the server is InProcessOnly or requires
+// TLS (URL ""), else to ClientURL; with Security's authentication, as
+// the process's internal node identity. Options given after them may
+// override them.
+func (s *Server) ClientOptions(name string) (string, []nats.Option) {
+	all := []nats.Option{nats.Name(name)}
+	all = append(all, s.opts.Security.ConnectOptions(s.opts.Logger)...)
+	if s.opts.InProcessOnly || (s.opts.Security != nil && s.opts.Security.TLS != nil) {
+		return "", append(all, nats.InProcessServer(s.ns))
+	}
+	return s.ClientURL(), all
 }
 
 // Shutdown stops the server and waits until it has stopped. It is safe to

@@ -53,11 +53,11 @@ positions are used and advanced.`,
 			if err != nil {
 				return err
 			}
-			opts := raidq.ConsumerOptions{From: start, Partitions: partitionsOrNil(cmd, partitions)}
+			opts := []raidq.ConsumerOption{raidq.WithStart(start), raidq.WithPartitions(partitionsOrNil(cmd, partitions)...)}
 			if err := setGroup(&opts, group, commitEvery, session); err != nil {
 				return err
 			}
-			cons, err := c.Consumer(args[0], opts)
+			cons, err := c.Consumer(args[0], opts...)
 			if err != nil {
 				return err
 			}

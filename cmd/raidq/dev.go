@@ -9,14 +9,13 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/spf13/cobra"
-
-	"github.com/raidq/raidq"
 	"github.com/raidq/raidq/actors/metrics"
+	"github.com/raidq/raidq/actors/server"
+	"github.com/spf13/cobra"
 )
 
 func devCmd() *cobra.Command {
-	var cfg raidq.LocalClusterConfig
+	var cfg server.LocalClusterConfig
 	var logLevel, metricsAddr string
 	var sec devSecurityFlags // security_dev.go
 	cmd := &cobra.Command{
@@ -45,7 +44,7 @@ and prints the CA file to pass to clients with --tls-ca.`,
 			if err != nil {
 				return err
 			}
-			cfg.Logger, cfg.Metadata = log, true
+			cfg.Logger = log
 			if cfg.Listen == "" {
 				return fmt.Errorf("--listen: a host:port is required")
 			}
@@ -71,7 +70,7 @@ and prints the CA file to pass to clients with --tls-ca.`,
 			}
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			lc, err := raidq.StartLocalCluster(cfg)
+			lc, err := server.StartLocalCluster(cfg)
 			if err != nil {
 				return fmt.Errorf("dev cluster: %w", err)
 			}
@@ -95,8 +94,8 @@ and prints the CA file to pass to clients with --tls-ca.`,
 	f := cmd.Flags()
 	f.IntVar(&cfg.Nodes, "nodes", 6, "storage nodes")
 	f.StringVar(&cfg.Dir, "data", "", "data directory (default: a temporary directory removed at exit)")
-	f.StringVar(&cfg.Listen, "listen", raidq.DefaultNodeListen, "NATS client address host:port")
-	f.StringVar(&cfg.Cluster, "cluster", raidq.DefaultCluster, "raidq cluster name")
+	f.StringVar(&cfg.Listen, "listen", server.DefaultNodeListen, "NATS client address host:port")
+	f.StringVar(&cfg.Cluster, "cluster", server.DefaultCluster, "raidq cluster name")
 	f.BoolVar(&cfg.NoSync, "no-fsync", false, "acknowledge writes before fsync (acknowledged data can be lost on power failure)")
 	f.StringVar(&logLevel, "log-level", "warn", "log level: debug, info, warn or error (text on stderr)")
 	f.StringVar(&metricsAddr, "metrics", "", "serve Prometheus metrics and /healthz on this address (host:port)")

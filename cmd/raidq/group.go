@@ -12,13 +12,13 @@ import (
 // what was printed is committed every commitEvery, when a partition moves
 // to another member, and on exit. The CLI never waits for a commit: a
 // metadata stall delays commits, not printing.
-func setGroup(opts *raidq.ConsumerOptions, group string, commitEvery, session time.Duration) error {
+func setGroup(opts *[]raidq.ConsumerOption, group string, commitEvery, session time.Duration) error {
 	if group == "" {
 		return nil
 	}
 	if commitEvery <= 0 {
 		return fmt.Errorf("--commit-interval %v: must be positive", commitEvery)
 	}
-	opts.Group, opts.AutoCommit, opts.SessionTimeout = group, commitEvery, session
+	*opts = append(*opts, raidq.WithGroup(group), raidq.WithAutoCommit(commitEvery), raidq.WithSessionTimeout(session))
 	return nil
 }

@@ -1,13 +1,17 @@
-// Command raidq is the one binary of raidq: demo today; node, dev, topic,
-// produce, consume, drill, bench and status as they land.
+// Command raidq is the one binary of raidq: the storage node (node), a
+// local cluster (dev), the demo, topic administration, produce and
+// consume, status, drills, the security drill and the bench.
 package main
 
 import (
 	"errors"
 	"fmt"
 	"os"
+	"runtime"
 
 	"github.com/spf13/cobra"
+
+	"github.com/raidq/raidq/bus"
 )
 
 // errFailed marks a command that ran and reported failure (already printed).
@@ -19,7 +23,10 @@ func main() {
 		Short:         "raidq: a leaderless, erasure-coded message queue",
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		Version:       bus.Version(), // --version
 	}
+	root.SetVersionTemplate("raidq {{.Version}}\n")
+	root.AddCommand(versionCmd())
 	root.AddCommand(demoCmd(), topicCmd(), produceCmd(), consumeCmd(), statusCmd())
 	root.AddCommand(nodeCmd(), devCmd())
 	root.AddCommand(drillCmd())
@@ -33,5 +40,19 @@ func main() {
 			fmt.Fprintln(os.Stderr, "raidq:", err)
 		}
 		os.Exit(1)
+	}
+}
+
+// versionCmd prints the version every node reports (bus.Version: the
+// build info's module version; "(devel)" for go run and go test builds).
+func versionCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "version",
+		Short: "Print raidq's version",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			_, err := fmt.Fprintf(cmd.OutOrStdout(), "raidq %s (%s)\n", bus.Version(), runtime.Version())
+			return err
+		},
 	}
 }

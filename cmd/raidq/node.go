@@ -12,19 +12,18 @@ import (
 	"time"
 
 	"github.com/nats-io/nats-server/v2/conf"
-	"github.com/spf13/cobra"
-	"github.com/spf13/pflag"
-
-	"github.com/raidq/raidq"
 	"github.com/raidq/raidq/actors/metrics"
 	"github.com/raidq/raidq/actors/node"
+	"github.com/raidq/raidq/actors/server"
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 )
 
 // nodeStopTimeout bounds a graceful stop after SIGTERM/SIGINT.
 const nodeStopTimeout = 30 * time.Second
 
 func nodeCmd() *cobra.Command {
-	var o raidq.NodeOptions
+	var o server.NodeOptions
 	var sec nodeSecurityFlags // security_flags.go
 	var logLevel, configFile, metricsAddr string
 	cmd := &cobra.Command{
@@ -91,13 +90,13 @@ command line win; an unknown key is an error.`,
 	f := cmd.Flags()
 	f.StringVar(&o.ID, "id", "", "node id (required; unique in the cluster; also the NATS server name)")
 	f.StringVar(&o.DataDir, "data", "", "data directory (required): slot store in DATA/slots, JetStream in DATA/nats")
-	f.StringVar(&o.Cluster, "cluster", raidq.DefaultCluster, "raidq cluster name (subjects, metadata buckets, NATS cluster name)")
-	f.StringVar(&o.Listen, "listen", "", "NATS client address host:port (default "+raidq.DefaultNodeListen+")")
+	f.StringVar(&o.Cluster, "cluster", server.DefaultCluster, "raidq cluster name (subjects, metadata buckets, NATS cluster name)")
+	f.StringVar(&o.Listen, "listen", "", "NATS client address host:port (default "+server.DefaultNodeListen+")")
 	f.StringVar(&o.ClusterListen, "cluster-listen", "", "NATS route address host:port (empty: a single server)")
 	f.StringSliceVar(&o.Routes, "routes", nil, "route URLs of every server of the cluster, comma-separated (nats-route://host:port,...)")
 	f.StringVar(&o.NATSURL, "nats", "", "join this existing NATS system (JetStream on) instead of embedding a server")
 	f.IntVar(&o.MetaReplicas, "meta-replicas", 0, "replicas of the metadata buckets (0: min(5, servers))")
-	f.DurationVar(&o.MetaTimeout, "meta-timeout", raidq.DefaultMetaTimeout, "how long to wait at start for JetStream and the metadata")
+	f.DurationVar(&o.MetaTimeout, "meta-timeout", server.DefaultMetaTimeout, "how long to wait at start for JetStream and the metadata")
 	f.BoolVar(&o.NoSync, "no-fsync", false, "acknowledge writes before fsync (acknowledged data can be lost on power failure)")
 	f.Float64Var(&o.Repair.RateMBps, "repair-rate", 20, "cap on repair traffic (header scans, shard fetches, rebuilt shards) in MB/s, so repair never starves writes")
 	f.DurationVar(&o.Repair.Interval, "repair-interval", 10*time.Second, "time between repair passes")
@@ -118,13 +117,13 @@ command line win; an unknown key is an error.`,
 
 // runNode starts the node and runs it until a signal (graceful stop, nil)
 // or a store failure (error).
-func runNode(o raidq.NodeOptions) error {
+func runNode(o server.NodeOptions) error {
 	ctx, stopSignals := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stopSignals()
 	if o.Insecure && o.Auth == nil && o.NATSURL == "" {
 		o.Logger.Warn("running without authentication (--insecure): anyone who can reach the NATS ports can read and write every topic")
 	}
-	n, err := raidq.StartNodeContext(ctx, o)
+	n, err := server.StartNodeContext(ctx, o)
 	if err != nil {
 		if ctx.Err() != nil {
 			o.Logger.Info("interrupted while starting", "err", err)

@@ -188,7 +188,7 @@ func TestNodeProcesses(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer cat.Close()
-		cl, err := raidq.ConnectConn(nc, raidq.WithCluster(c.Cluster()), raidq.WithCatalog(cat), raidq.WithLogger(log))
+		cl, err := raidq.ConnectConn(nc, raidq.WithCluster(c.Cluster()), raidq.WithLogger(log))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -206,7 +206,7 @@ func TestNodeProcesses(t *testing.T) {
 				t.Fatalf("send %d: %v", i, err)
 			}
 		}
-		cons, err := cl.Consumer("orders", raidq.ConsumerOptions{From: from})
+		cons, err := cl.Consumer("orders", raidq.WithStart(from))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -63,7 +63,7 @@ with its partition and position.`,
 			if err != nil {
 				return err
 			}
-			defer p.Close(context.Background())
+			defer p.Close()
 			return produceLines(cmd, p, in, []byte(key), window, asJSON)
 		},
 	}
@@ -102,7 +102,7 @@ func produceLines(cmd *cobra.Command, p *raidq.Producer, in io.Reader, key []byt
 		sem <- struct{}{}
 		wg.Add(1)
 		n := line
-		p.SendAsync(raidq.Message{Key: key, Value: v}, func(m raidq.Message, err error) {
+		p.Produce(context.Background(), raidq.Message{Key: key, Value: v}, func(m raidq.Message, err error) {
 			defer wg.Done()
 			r := produced{Line: n, Partition: m.Partition, Offset: m.Position.Offset, Index: m.Position.Index, Stripe: m.Stripe.String()}
 			if err != nil {

@@ -19,7 +19,7 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/crypto/bcrypt"
 
-	"github.com/raidq/raidq"
+	"github.com/raidq/raidq/actors/server"
 	"github.com/raidq/raidq/bus/natsserver"
 	"github.com/raidq/raidq/scenarios/security"
 )
@@ -300,7 +300,7 @@ yourself (raidq node --nats): add a user with role node for the nodes.`,
 	}
 	f := cmd.Flags()
 	f.StringVar(&authFile, "auth", "", "the auth file")
-	f.StringVar(&cluster, "cluster", raidq.DefaultCluster, "raidq cluster name")
+	f.StringVar(&cluster, "cluster", server.DefaultCluster, "raidq cluster name")
 	f.BoolVar(&asJSON, "json", false, "print JSON")
 	return cmd
 }

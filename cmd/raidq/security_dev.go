@@ -6,10 +6,9 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/spf13/pflag"
-
-	"github.com/raidq/raidq"
+	"github.com/raidq/raidq/actors/server"
 	"github.com/raidq/raidq/bus/natsserver"
+	"github.com/spf13/pflag"
 )
 
 // devSecurityFlags are `raidq dev --auth FILE --tls`.
@@ -26,7 +25,7 @@ func (f *devSecurityFlags) register(p *pflag.FlagSet) {
 }
 
 // apply loads the auth file and generates the TLS files (cfg.Dir is set).
-func (f *devSecurityFlags) apply(cfg *raidq.LocalClusterConfig) error {
+func (f *devSecurityFlags) apply(cfg *server.LocalClusterConfig) error {
 	if f.authFile != "" {
 		a, err := natsserver.LoadAuthFile(f.authFile)
 		if err != nil {
@@ -54,7 +53,7 @@ func (f *devSecurityFlags) apply(cfg *raidq.LocalClusterConfig) error {
 }
 
 // describe prints how the dev cluster is secured and a command to try.
-func (f *devSecurityFlags) describe(w io.Writer, cfg *raidq.LocalClusterConfig, url string) {
+func (f *devSecurityFlags) describe(w io.Writer, cfg *server.LocalClusterConfig, url string) {
 	try := []string{"raidq topic create orders", "--nats", url, "--cluster", cfg.Cluster}
 	if cfg.Auth != nil {
 		fmt.Fprintf(w, "authentication on (%s): %s\n", f.authFile, cfg.Auth.Summary())

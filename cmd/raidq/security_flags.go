@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/raidq/raidq"
+	"github.com/raidq/raidq/actors/server"
 	"github.com/raidq/raidq/bus"
 	"github.com/raidq/raidq/bus/natsserver"
 )
@@ -68,7 +69,7 @@ func (f *nodeSecurityFlags) register(p *pflag.FlagSet) {
 }
 
 // apply loads the auth file and sets the security options of o.
-func (f *nodeSecurityFlags) apply(o *raidq.NodeOptions) error {
+func (f *nodeSecurityFlags) apply(o *server.NodeOptions) error {
 	if f.authFile != "" {
 		a, err := natsserver.LoadAuthFile(f.authFile)
 		if err != nil {

@@ -5,15 +5,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/raidq/raidq/actors/server"
+	"github.com/raidq/raidq/bus"
+	"github.com/raidq/raidq/bus/natsserver"
+	"github.com/raidq/raidq/scenarios/testlog"
 	"log/slog"
 	"net"
 	"strings"
 	"testing"
-
-	"github.com/raidq/raidq"
-	"github.com/raidq/raidq/bus"
-	"github.com/raidq/raidq/bus/natsserver"
-	"github.com/raidq/raidq/scenarios/testlog"
 )
 
 // runStatus runs `raidq status args...` and returns its stdout.
@@ -64,7 +63,7 @@ func TestStatusNoNodes(t *testing.T) {
 }
 
 func TestStatusCluster(t *testing.T) {
-	lc, err := raidq.StartLocalCluster(raidq.LocalClusterConfig{Dir: t.TempDir(), Logger: testlog.New(t, slog.LevelWarn),
+	lc, err := server.StartLocalCluster(server.LocalClusterConfig{Dir: t.TempDir(), Logger: testlog.New(t, slog.LevelWarn),
 		Cluster: "cli", Listen: "127.0.0.1:-1", NoSync: true})
 	if err != nil {
 		t.Fatal(err)

@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/raidq/raidq"
+	"github.com/raidq/raidq/bus/meta"
 )
 
 func topicCmd() *cobra.Command {
@@ -46,10 +47,11 @@ func topicCreateCmd() *cobra.Command {
 			defer c.Close()
 			ctx, cancel := cf.ctx()
 			defer cancel()
-			r, err := c.CreateTopic(ctx, tc)
+			info, err := c.CreateTopic(ctx, tc)
 			if err != nil {
 				return err
 			}
+			r := topicRecord(info)
 			fmt.Fprintf(cmd.OutOrStdout(), "created topic %s: %d partitions, %d+%d shards, commit at %d of %d, read delay %v\n",
 				r.Name, r.Partitions, r.K, r.N-r.K, r.W, r.N, time.Duration(r.ReadDelay))
 			return nil
@@ -85,9 +87,13 @@ func topicListCmd() *cobra.Command {
 			defer c.Close()
 			ctx, cancel := cf.ctx()
 			defer cancel()
-			ts, err := c.Topics(ctx)
+			infos, err := c.Topics(ctx)
 			if err != nil {
 				return err
+			}
+			ts := make([]meta.TopicRecord, len(infos))
+			for i, t := range infos {
+				ts[i] = topicRecord(t)
 			}
 			if asJSON {
 				return json.NewEncoder(cmd.OutOrStdout()).Encode(ts)
@@ -106,7 +112,7 @@ func topicListCmd() *cobra.Command {
 	return cmd
 }
 
-func retention(t raidq.TopicInfo) string {
+func retention(t meta.TopicRecord) string {
 	var parts []string
 	if t.Retention > 0 {
 		parts = append(parts, time.Duration(t.Retention).String())
@@ -135,10 +141,11 @@ func topicDescribeCmd() *cobra.Command {
 			defer c.Close()
 			ctx, cancel := cf.ctx()
 			defer cancel()
-			t, err := c.Topic(ctx, args[0])
+			info, err := c.Topic(ctx, args[0])
 			if err != nil {
 				return err
 			}
+			t := topicRecord(info)
 			if asJSON {
 				return json.NewEncoder(cmd.OutOrStdout()).Encode(t)
 			}
@@ -151,7 +158,7 @@ func topicDescribeCmd() *cobra.Command {
 	return cmd
 }
 
-func describe(w io.Writer, t raidq.TopicInfo) {
+func describe(w io.Writer, t meta.TopicRecord) {
 	fmt.Fprintf(w, "topic %s\n  partitions     %d\n  shards         %d data + %d parity (n=%d)\n  write quorum   %d of %d\n",
 		t.Name, t.Partitions, t.K, t.N-t.K, t.N, t.W, t.N)
 	fmt.Fprintf(w, "  read delay     %v\n  accept window  %v\n  future bound   %v\n  max skew       %v\n  retention      %s\n  created        %s\n",
@@ -185,4 +192,15 @@ func topicDeleteCmd() *cobra.Command {
 	}
 	cf.register(cmd)
 	return cmd
+}
+
+// topicRecord is t in the metadata's own form, which the CLI prints (its
+// --json output is the record as stored).
+func topicRecord(t raidq.TopicInfo) meta.TopicRecord {
+	p := t.Params
+	return meta.TopicRecord{Name: t.Name, Partitions: t.Partitions, N: p.N, K: p.K, W: p.W,
+		ReadDelay: meta.Duration(p.ReadDelay), AcceptWindow: meta.Duration(p.AcceptWindow),
+		FutureBound: meta.Duration(p.FutureBound), MaxSkew: meta.Duration(p.MaxSkew),
+		Retention: meta.Duration(t.Retention), RetentionBytes: t.RetentionBytes, Ensembles: t.Ensembles,
+		Created: uint64(t.Created.UnixNano())}
 }

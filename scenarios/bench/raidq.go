@@ -27,7 +27,7 @@ func (t raidqTarget) send(ctx context.Context, _ int, msg []byte) error {
 }
 
 func (t raidqTarget) sendAsync(_ int, msg []byte, done func(error)) {
-	t.p.SendAsync(raidq.Message{Value: msg}, func(_ raidq.Message, err error) { done(err) })
+	t.p.Produce(context.Background(), raidq.Message{Value: msg}, func(_ raidq.Message, err error) { done(err) })
 }
 
 // runRaidq runs the workload against six `raidq node` processes.
@@ -103,9 +103,7 @@ func runRaidq(ctx context.Context, cfg *Config, dir string) (*Result, error) {
 	var closeOnce sync.Once
 	closeProducer := func() {
 		closeOnce.Do(func() {
-			cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			defer cancel()
-			_ = p.Close(cctx)
+			_ = p.Close() // waits up to 10s for pending outcomes
 		})
 	}
 	defer closeProducer()

@@ -49,7 +49,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -169,7 +168,7 @@ func (c *Cluster) Start() error {
 // Start is New and Start for a test: it fails tb on error and registers a
 // cleanup that kills every node and, if tb failed, logs the tail of every
 // node's stderr.
-func Start(tb testing.TB, cfg Config) *Cluster {
+func Start(tb TB, cfg Config) *Cluster {
 	tb.Helper()
 	c, err := New(cfg)
 	if err != nil {
@@ -298,7 +297,7 @@ func (c *Cluster) Close() {
 }
 
 // LogTails logs the last lines of every node's stderr to tb.
-func (c *Cluster) LogTails(tb testing.TB, lines int) {
+func (c *Cluster) LogTails(tb TB, lines int) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, n := range c.nodes {

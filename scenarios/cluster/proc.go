@@ -12,7 +12,6 @@ import (
 	"strings"
 	"sync"
 	"syscall"
-	"testing"
 	"time"
 )
 
@@ -35,7 +34,7 @@ func Build(dir string) (string, error) {
 }
 
 // BuildBinary is Build into tb.TempDir(); it fails the test on error.
-func BuildBinary(tb testing.TB) string {
+func BuildBinary(tb TB) string {
 	tb.Helper()
 	bin, err := Build(tb.TempDir())
 	if err != nil {
@@ -266,4 +265,16 @@ func (b *tailBuffer) waitFor(substr string, timeout time.Duration, done <-chan s
 			return fmt.Errorf("%s did not write %q within %s", name, substr, timeout)
 		}
 	}
+}
+
+// TB is the part of testing.TB that the test helpers here use. Naming
+// it instead of importing package testing keeps testing (and its flags)
+// out of the raidq binary, which runs drills on this package.
+type TB interface {
+	Helper()
+	Fatal(args ...any)
+	Logf(format string, args ...any)
+	Cleanup(func())
+	Failed() bool
+	TempDir() string
 }

@@ -16,7 +16,7 @@ import (
 	"github.com/HdrHistogram/hdrhistogram-go"
 
 	"github.com/raidq/raidq"
-	"github.com/raidq/raidq/actors/core"
+	"github.com/raidq/raidq/actors/server"
 )
 
 // Config are the demo's knobs (the flags of `raidq demo`).
@@ -113,7 +113,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	for i := range slow {
 		slow[i] = i // the first nodes are slow, the last ones are killed
 	}
-	lc, err := raidq.StartLocalCluster(raidq.LocalClusterConfig{Dir: dir, Nodes: cfg.Nodes, NoSync: cfg.NoSync,
+	lc, err := server.StartLocalCluster(server.LocalClusterConfig{Dir: dir, Nodes: cfg.Nodes, NoSync: cfg.NoSync,
 		Logger: cfg.Logger, SlowNodes: slow, SlowDelay: cfg.SlowDelay})
 	if err != nil {
 		return nil, err
@@ -156,7 +156,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 // code tolerates (n-k): their shards are on disk, and without them stripes
 // written before the kill cannot be decoded. With --kill <= n-k the demo
 // consumes with the nodes still dead.
-func restartIfUnreadable(lc *raidq.LocalCluster, cfg Config, r *Report) error {
+func restartIfUnreadable(lc *server.LocalCluster, cfg Config, r *Report) error {
 	p := raidq.DefaultParams()
 	if cfg.Kill <= p.N-p.K {
 		return nil
@@ -182,7 +182,7 @@ type history struct {
 	inDoubt int
 }
 
-func produce(ctx context.Context, cfg Config, lc *raidq.LocalCluster, c *raidq.Client, r *Report) (*history, error) {
+func produce(ctx context.Context, cfg Config, lc *server.LocalCluster, c *raidq.Client, r *Report) (*history, error) {
 	h := &history{acked: make(map[string]bool), failed: make(map[string]bool),
 		lat: hdrhistogram.New(1, int64(time.Minute/time.Microsecond), 3)}
 	per := (cfg.Messages + cfg.Producers - 1) / cfg.Producers
@@ -235,7 +235,7 @@ func runProducer(ctx context.Context, cfg Config, c *raidq.Client, pi, n int, h 
 	if err != nil {
 		return err
 	}
-	defer p.Close(context.Background())
+	defer p.Close()
 	sem := make(chan struct{}, cfg.Window)
 	pad := make([]byte, cfg.Size)
 	for i := range pad {
@@ -251,7 +251,7 @@ func runProducer(ctx context.Context, cfg Config, c *raidq.Client, pi, n int, h 
 		v := append([]byte(id), pad[len(id):]...)
 		t0 := time.Now()
 		done.Add(1)
-		p.SendAsync(raidq.Message{Value: v}, func(_ raidq.Message, err error) {
+		p.Produce(context.Background(), raidq.Message{Value: v}, func(_ raidq.Message, err error) {
 			defer done.Done()
 			defer func() { <-sem }()
 			h.record(id, t0, err, r)
@@ -342,8 +342,7 @@ func summarize(h *history, r *Report) {
 
 // consume reads everything back from start and checks it against the history.
 func consume(ctx context.Context, c *raidq.Client, start time.Time, h *history, r *Report) error {
-	cons, err := c.Consumer("demo", raidq.ConsumerOptions{From: start.Add(-time.Second),
-		OnReport: func(_ int, out core.Output) { h.mu.Lock(); h.inDoubt += len(out.InDoubt); h.mu.Unlock() }})
+	cons, err := c.Consumer("demo", raidq.WithStart(start.Add(-time.Second)), raidq.WithReports(func(r raidq.ReadReport) { h.mu.Lock(); h.inDoubt += len(r.InDoubt); h.mu.Unlock() }))
 	if err != nil {
 		return err
 	}

@@ -51,7 +51,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/raidq/raidq"
-	"github.com/raidq/raidq/actors/core"
 	"github.com/raidq/raidq/actors/metrics"
 )
 
@@ -499,7 +498,7 @@ func (r *run) createTopic(ctx context.Context) error {
 	for {
 		info, err := c.CreateTopic(cctx, raidq.TopicConfig{Name: Topic, Partitions: r.cfg.Partitions, Params: raidq.DefaultParams()})
 		if err == nil {
-			r.topicCreated = info.Created
+			r.topicCreated = uint64(info.Created.UnixNano())
 			break
 		}
 		last = err
@@ -562,8 +561,7 @@ func (r *run) drain(ctx context.Context) ([]delivery, error) {
 		return nil, fmt.Errorf("drain: %w", err)
 	}
 	h := r.hist
-	cons, err := c.Consumer(Topic, raidq.ConsumerOptions{From: r.start.Add(-5 * time.Second), Buffer: 4096,
-		OnReport: func(p int, out core.Output) { h.onReport(p, out) }})
+	cons, err := c.Consumer(Topic, raidq.WithStart(r.start.Add(-5*time.Second)), raidq.WithBuffer(4096), raidq.WithReports(h.onReport))
 	if err != nil {
 		return nil, fmt.Errorf("drain: %w", err)
 	}

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/raidq/raidq"
-	"github.com/raidq/raidq/actors/core"
 )
 
 // liveReader is a second consumer that reads while the faults happen
@@ -39,8 +38,7 @@ func (r *run) startLive(ctx context.Context) error {
 		return fmt.Errorf("live reader: %w", err)
 	}
 	l := &liveReader{c: c, done: make(chan struct{})}
-	cons, err := c.Consumer(Topic, raidq.ConsumerOptions{From: time.Now().Add(-5 * time.Second), Buffer: 4096,
-		OnReport: l.onReport})
+	cons, err := c.Consumer(Topic, raidq.WithStart(time.Now().Add(-5*time.Second)), raidq.WithBuffer(4096), raidq.WithReports(l.onReport))
 	if err != nil {
 		c.Close()
 		return fmt.Errorf("live reader: %w", err)
@@ -67,15 +65,16 @@ func (l *liveReader) setStart(start time.Time, h *history) {
 	l.mu.Unlock()
 }
 
-func (l *liveReader) onReport(p int, out core.Output) {
-	if len(out.InDoubt) == 0 && len(out.Corrupt) == 0 {
+func (l *liveReader) onReport(r raidq.ReadReport) {
+	p := r.Partition
+	if len(r.InDoubt) == 0 && len(r.Corrupt) == 0 {
 		return
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	now := time.Since(l.start).Nanoseconds()
-	l.corrupt += len(out.Corrupt)
-	for _, d := range out.InDoubt {
+	l.corrupt += len(r.Corrupt)
+	for _, d := range r.InDoubt {
 		l.inDoubts = append(l.inDoubts, inDoubt{at: now, part: p, off: d.Offset, stripe: d.Stripe.String(), seen: d.Seen,
 			unheard: append([]int(nil), d.Unheard...)})
 	}

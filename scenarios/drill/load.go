@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/raidq/raidq"
-	"github.com/raidq/raidq/actors/core"
 )
 
 // Outcome of one send.
@@ -204,15 +203,16 @@ func (h *history) lastSend() time.Time {
 	return h.last
 }
 
-func (h *history) onReport(p int, out core.Output) {
-	if len(out.InDoubt) == 0 && len(out.Corrupt) == 0 {
+func (h *history) onReport(r raidq.ReadReport) {
+	p := r.Partition
+	if len(r.InDoubt) == 0 && len(r.Corrupt) == 0 {
 		return
 	}
 	now := time.Since(h.start).Nanoseconds()
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	h.corrupt += len(out.Corrupt)
-	for _, d := range out.InDoubt {
+	h.corrupt += len(r.Corrupt)
+	for _, d := range r.InDoubt {
 		h.inDoubts = append(h.inDoubts, inDoubt{at: now, part: p, off: d.Offset, stripe: d.Stripe.String(), seen: d.Seen,
 			unheard: append([]int(nil), d.Unheard...)})
 	}

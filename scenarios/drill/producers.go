@@ -67,7 +67,7 @@ func (r *run) load(ctx context.Context) error {
 		if err := c.WaitTopic(ctx, Topic); err != nil {
 			return fmt.Errorf("producer %d: %w", i, err)
 		}
-		p, err := c.Producer(Topic, raidq.WithSeed(r.cfg.Seed*1000+uint64(i)+1))
+		p, err := c.Producer(Topic, raidq.WithSeed(r.cfg.Seed*1000+uint64(i)+1), raidq.WithCloseTimeout(2*time.Second))
 		if err != nil {
 			return fmt.Errorf("producer %d: %w", i, err)
 		}
@@ -138,8 +138,9 @@ loop:
 	r.hist.freeze()
 	for _, p := range prods {
 		cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		_ = p.p.Close(cctx)
+		_ = p.p.Flush(cctx)
 		cancel()
+		_ = p.p.Close() // bounded by WithCloseTimeout(2s), given at creation
 	}
 	a, f, _ := r.hist.counts()
 	r.progress(Progress{Phase: "load", Elapsed: r.cfg.Duration, Acked: a, Failed: f})
@@ -177,7 +178,7 @@ func (r *run) produce(pi int, p *raidq.Producer, interval time.Duration, pad []b
 		}
 		now := time.Now()
 		seq := h.attempt(pi, now)
-		p.SendAsync(raidq.Message{Value: value(pi, seq, now, r.cfg.Size, pad)}, func(m raidq.Message, err error) {
+		p.Produce(context.Background(), raidq.Message{Value: value(pi, seq, now, r.cfg.Size, pad)}, func(m raidq.Message, err error) {
 			h.outcome(pi, seq, m, err)
 			<-sem
 		})

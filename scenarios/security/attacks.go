@@ -68,11 +68,11 @@ func (r *run) attacks(ctx context.Context) error {
 		_, err := pb.Send(sctx, raidq.Message{Value: fmt.Appendf(nil, "bravo secret %d", i)})
 		cancel()
 		if err != nil {
-			_ = pb.Close(context.Background())
+			_ = pb.Close()
 			return fmt.Errorf("security drill: writer-b cannot write topic %s: %w", TopicB, err)
 		}
 	}
-	_ = pb.Close(context.Background())
+	_ = pb.Close()
 
 	stop, done := make(chan struct{}), make(chan struct{})
 	go r.background(ctx, legit, stop, done)
@@ -85,11 +85,11 @@ func (r *run) attacks(ctx context.Context) error {
 		<-done
 	}()
 
-	ta, err := mallory.c.Topic(ctx, TopicA)
+	ta, err := mallory.meta.Topic(ctx, TopicA)
 	if err != nil {
 		return err
 	}
-	tb, err := mallory.c.Topic(ctx, TopicB)
+	tb, err := mallory.meta.Topic(ctx, TopicB)
 	if err != nil {
 		return err
 	}
@@ -162,7 +162,7 @@ func (r *run) producerAttacks(ctx context.Context, m *actor, ta, tb meta.TopicRe
 		sctx, cancel := context.WithTimeout(ctx, 4*time.Second)
 		_, err = p.Send(sctx, raidq.Message{Value: []byte("forged")})
 		cancel()
-		_ = p.Close(context.Background())
+		_ = p.Close()
 	}
 	got, ok := m.violation(violationWait, "Publish to", ".slot.", "."+TopicB+".")
 	if err == nil {
@@ -174,7 +174,7 @@ func (r *run) producerAttacks(ctx context.Context, m *actor, ta, tb meta.TopicRe
 
 	// Read topic B by scanning.
 	n := 0
-	cons, err := m.c.Consumer(TopicB, raidq.ConsumerOptions{From: start})
+	cons, err := m.c.Consumer(TopicB, raidq.WithStart(start))
 	if err == nil {
 		timeout := time.After(3 * time.Second)
 	read:
@@ -235,7 +235,7 @@ func (r *run) producerAttacks(ctx context.Context, m *actor, ta, tb meta.TopicRe
 		r.refusedByNATS(m, "create a topic", "create topic rogue", "Publish to", metaB+".topic.rogue")
 	}
 	cctx, cancel = context.WithTimeout(ctx, 3*time.Second)
-	err = m.c.Meta().PutMember(cctx, meta.Member{ID: "n0", ClientURL: "nats://203.0.113.1:4222", Started: 1, Heartbeat: time.Now().UnixNano()})
+	err = m.meta.PutMember(cctx, meta.Member{ID: "n0", ClientURL: "nats://203.0.113.1:4222", Started: 1, Heartbeat: time.Now().UnixNano()})
 	cancel()
 	if err == nil {
 		r.check(Check{Name: "forge a node's member record", Who: m.name, Tried: "rewrite member n0", Got: "written", Pass: false})
@@ -273,7 +273,7 @@ func (r *run) consumerAttacks(ctx context.Context, a *actor, ta meta.TopicRecord
 	_, _ = a.c.Conn().Request(r.subj.Slot(node, TopicA, 0), w.Marshal(), 500*time.Millisecond)
 	r.refusedByNATS(a, "consumer writes", "a write request on "+r.subj.Slot(node, TopicA, 0), "Publish to", r.subj.Slot(node, TopicA, 0))
 	cctx, cancel := context.WithTimeout(ctx, 3*time.Second)
-	err := a.c.Meta().GroupHeartbeat(cctx, "intruders", TopicA, "m1", time.Now(), 0)
+	err := a.meta.GroupHeartbeat(cctx, "intruders", TopicA, "m1", time.Now(), 0)
 	cancel()
 	if err == nil {
 		r.check(Check{Name: "join another consumer group", Who: a.name, Tried: "commit in group intruders", Got: "written", Pass: false})
@@ -546,7 +546,7 @@ func (r *run) roundTrip(ctx context.Context, w, rd *actor, start time.Time) {
 		r.check(Check{Name: "legitimate round trip", Who: "writer-a, reader-a", Want: "works", Got: err.Error()})
 		return
 	}
-	defer p.Close(context.Background())
+	defer p.Close()
 	mark := fmt.Sprintf("round trip %d", time.Now().UnixNano())
 	sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	_, err = p.Send(sctx, raidq.Message{Value: []byte(mark)})
@@ -556,7 +556,7 @@ func (r *run) roundTrip(ctx context.Context, w, rd *actor, start time.Time) {
 			Got: "send: " + err.Error()})
 		return
 	}
-	cons, err := rd.c.Consumer(TopicA, raidq.ConsumerOptions{From: start})
+	cons, err := rd.c.Consumer(TopicA, raidq.WithStart(start))
 	if err != nil {
 		r.check(Check{Name: "legitimate round trip", Who: "writer-a, reader-a", Tried: "produce and consume topic " + TopicA, Want: "works", Got: err.Error()})
 		return

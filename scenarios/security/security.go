@@ -36,7 +36,9 @@ import (
 	"golang.org/x/crypto/bcrypt"
 
 	"github.com/raidq/raidq"
+	"github.com/raidq/raidq/actors/server"
 	"github.com/raidq/raidq/bus"
+	"github.com/raidq/raidq/bus/meta"
 	"github.com/raidq/raidq/bus/natsserver"
 	"github.com/raidq/raidq/scenarios/cluster"
 )
@@ -109,7 +111,7 @@ type run struct {
 	tls     natsserver.TLSBundle
 	auth    *natsserver.AuthConfig
 	pw      map[string]string // user -> password
-	nodes   []*raidq.Node
+	nodes   []*server.Node
 	urls    []string
 	routes  []string
 	subj    bus.Subjects
@@ -211,14 +213,14 @@ routes: {user: route, password: "%s"}
 		r.urls = append(r.urls, fmt.Sprintf("nats://127.0.0.1:%d", ports[i]))
 		r.routes = append(r.routes, fmt.Sprintf("nats-route://127.0.0.1:%d", ports[r.cfg.Nodes+i]))
 	}
-	r.nodes = make([]*raidq.Node, r.cfg.Nodes)
+	r.nodes = make([]*server.Node, r.cfg.Nodes)
 	errs := make([]error, r.cfg.Nodes)
 	var wg sync.WaitGroup
 	for i := range r.cfg.Nodes {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			r.nodes[i], errs[i] = raidq.StartNodeContext(ctx, raidq.NodeOptions{ID: fmt.Sprintf("n%d", i),
+			r.nodes[i], errs[i] = server.StartNodeContext(ctx, server.NodeOptions{ID: fmt.Sprintf("n%d", i),
 				DataDir: filepath.Join(r.dir, fmt.Sprintf("n%d", i)), Cluster: r.cfg.Cluster,
 				Listen:        fmt.Sprintf("127.0.0.1:%d", ports[i]),
 				ClusterListen: fmt.Sprintf("127.0.0.1:%d", ports[r.cfg.Nodes+i]), Routes: r.routes,
@@ -258,6 +260,9 @@ func (r *run) url() string { return strings.Join(r.urls, ",") }
 type actor struct {
 	name string
 	c    *raidq.Client
+	// meta is the metadata over c's connection, with c's permissions:
+	// the attacks try writes a client API never offers.
+	meta *meta.Store
 	mu   sync.Mutex
 	errs []string
 }
@@ -301,7 +306,14 @@ func (r *run) connect(name string, a raidq.ClientAuth) (*actor, error) {
 	if err != nil {
 		return nil, fmt.Errorf("security drill: connect as %s: %w", name, err)
 	}
-	act.c = c
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	m, err := meta.Open(ctx, c.Conn(), r.cfg.Cluster, meta.Options{Timeout: 5 * time.Second, Logger: r.log})
+	if err != nil {
+		_ = c.Close()
+		return nil, fmt.Errorf("security drill: metadata as %s: %w", name, err)
+	}
+	act.c, act.meta = c, m
 	r.conns = append(r.conns, act)
 	return act, nil
 }
@@ -350,7 +362,7 @@ func (r *run) background(ctx context.Context, w *actor, stop <-chan struct{}, do
 		r.report.BackgroundFailed++
 		return
 	}
-	defer p.Close(context.Background())
+	defer p.Close()
 	var sent, acked, failed atomic.Int64
 	defer func() {
 		r.report.BackgroundSent, r.report.BackgroundAcked, r.report.BackgroundFailed = sent.Load(), acked.Load(), failed.Load()

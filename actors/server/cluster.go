@@ -1,4 +1,4 @@
-package raidq
+package server
 
 import (
 	"context"
@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/raidq/raidq"
 	"github.com/raidq/raidq/actors"
 	"github.com/raidq/raidq/actors/fanout"
 	"github.com/raidq/raidq/actors/node"
@@ -21,6 +22,7 @@ import (
 	"github.com/raidq/raidq/bus/meta"
 	"github.com/raidq/raidq/bus/natsserver"
 	"github.com/raidq/raidq/slotstore"
+	"github.com/raidq/raidq/stripe/quorum"
 )
 
 // LocalClusterConfig configures an in-process cluster: one embedded NATS
@@ -41,14 +43,6 @@ type LocalClusterConfig struct {
 	// SlowNodes answer every request SlowDelay late.
 	SlowNodes []int
 	SlowDelay time.Duration
-	// Metadata keeps members and topics in JetStream KV, as a real cluster
-	// does (raidq dev): the server runs JetStream with its files under
-	// Dir/nats, the metadata buckets have one replica, every running
-	// node's member record is refreshed every 2s, the nodes share a
-	// KV-watched catalog, and CreateTopic goes through the metadata, so
-	// clients in other processes (the CLI with --nats) see the same topics.
-	// Off (the demo), the catalog is in memory only.
-	Metadata bool
 	// Repair tunes every node's repair, scrub and retention loops (zero
 	// value: the defaults; node.RepairConfig).
 	Repair node.RepairConfig
@@ -69,7 +63,7 @@ type LocalCluster struct {
 	mu      sync.Mutex
 	nodes   []*localNode
 
-	// With Metadata: the store, its connection, the watched catalog
+	// The metadata store, its connection, the watched catalog
 	// (whose StaticCatalog is catalog) and the heartbeat.
 	meta     *meta.Store
 	metaNC   *nats.Conn
@@ -85,7 +79,7 @@ type localNode struct {
 	store slotstore.Store
 	node  *node.Node
 	slow  time.Duration
-	// With Metadata: the node's fan-out and the client its readers use.
+	// The node's fan-out and the client its readers use.
 	client *actors.Client
 	fan    *fanout.Manager
 	// member is the node's member record while it runs (nil when stopped);
@@ -111,10 +105,8 @@ func StartLocalCluster(cfg LocalClusterConfig) (*LocalCluster, error) {
 		cfg.Logger = slog.Default()
 	}
 	so := natsserver.ServerOptions{Name: "raidq-" + cfg.Cluster, InProcessOnly: cfg.Listen == "", Logger: nil}
-	if cfg.Metadata {
-		so.JetStream, so.StoreDir = true, filepath.Join(cfg.Dir, "nats")
-		so.MaxMemory, so.MaxStore = DefaultNodeJSMaxMemory, DefaultNodeJSMaxStore
-	}
+	so.JetStream, so.StoreDir = true, filepath.Join(cfg.Dir, "nats")
+	so.MaxMemory, so.MaxStore = DefaultNodeJSMaxMemory, DefaultNodeJSMaxStore
 	if cfg.Listen != "" {
 		host, port, err := splitHostPort(cfg.Listen)
 		if err != nil {
@@ -133,12 +125,10 @@ func StartLocalCluster(cfg LocalClusterConfig) (*LocalCluster, error) {
 	if err != nil {
 		return nil, fmt.Errorf("local cluster: start NATS: %w", err)
 	}
-	lc := &LocalCluster{cfg: cfg, server: srv, catalog: meta.NewStaticCatalog()}
-	if cfg.Metadata {
-		if err := lc.openMeta(); err != nil {
-			lc.Close()
-			return nil, err
-		}
+	lc := &LocalCluster{cfg: cfg, server: srv}
+	if err := lc.openMeta(); err != nil {
+		_ = lc.Close()
+		return nil, err
 	}
 	for i := 0; i < cfg.Nodes; i++ {
 		ln := &localNode{id: fmt.Sprintf("n%d", i), dir: filepath.Join(cfg.Dir, fmt.Sprintf("node-%d", i))}
@@ -149,13 +139,11 @@ func StartLocalCluster(cfg LocalClusterConfig) (*LocalCluster, error) {
 		}
 		lc.nodes = append(lc.nodes, ln)
 		if err := lc.startNode(ln); err != nil {
-			lc.Close()
+			_ = lc.Close()
 			return nil, err
 		}
 	}
-	if cfg.Metadata {
-		lc.startHeartbeat()
-	}
+	lc.startHeartbeat()
 	return lc, nil
 }
 
@@ -179,19 +167,17 @@ func (lc *LocalCluster) startNode(ln *localNode) error {
 		return err
 	}
 	ln.store, ln.nc, ln.node = st, nc, n
-	if lc.meta != nil {
-		if err := lc.startFanout(ln); err != nil {
-			lc.stopNode(ln, func() { n.Kill() })
-			return err
-		}
+	if err := lc.startFanout(ln); err != nil {
+		lc.stopNode(ln, func() { n.Kill() })
+		return err
 	}
 	ln.member.Store(&meta.Member{ID: ln.id, ClientURL: lc.ClientURL(), Started: time.Now().UnixNano(),
 		Incarnation: st.Incarnation().String()})
 	return nil
 }
 
-// startFanout runs the node's NATS fan-out (metadata mode only: leases
-// live in the KV buckets).
+// startFanout runs the node's NATS fan-out (its leases live in the KV
+// buckets).
 func (lc *LocalCluster) startFanout(ln *localNode) error {
 	c, err := actors.NewClient(actors.ClientConfig{Cluster: lc.cfg.Cluster, Conn: ln.nc, Catalog: lc.catalog, Logger: lc.cfg.Logger})
 	if err != nil {
@@ -244,48 +230,36 @@ func (lc *LocalCluster) ClientURL() string {
 	return lc.server.ClientURL()
 }
 
-// CreateTopic creates a topic whose ensembles are drawn from the nodes.
-func (lc *LocalCluster) CreateTopic(name string, partitions int, p Params) error {
+// CreateTopic creates a topic whose ensembles are drawn from the running
+// nodes' member records, as `raidq topic create` does.
+func (lc *LocalCluster) CreateTopic(name string, partitions int, p quorum.Params) error {
 	if err := bus.ValidName("topic", name); err != nil {
 		return err
 	}
 	if err := p.Validate(); err != nil {
 		return err
 	}
-	if lc.meta != nil {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		r, err := lc.meta.CreateTopic(ctx, meta.TopicSpec{Name: name, Partitions: partitions, Params: p}, time.Now())
-		if err != nil {
-			return err
-		}
-		return lc.catalog.Put(r.Topic()) // the watcher puts the same record; clients need not wait for it
-	}
-	ens, err := meta.Ensembles(name, partitions, p.N, lc.NodeIDs())
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	r, err := lc.meta.CreateTopic(ctx, meta.TopicSpec{Name: name, Partitions: partitions, Params: p}, time.Now())
 	if err != nil {
 		return err
 	}
-	return lc.catalog.Put(&meta.Topic{Name: name, Partitions: partitions, Params: p, Ensembles: ens, Created: uint64(time.Now().UnixNano())})
+	return lc.catalog.Put(r.Topic()) // the watcher puts the same record; nodes need not wait for it
 }
 
-// Connect returns a client connected in-process.
-func (lc *LocalCluster) Connect(opts ...Option) (*Client, error) {
-	nc, err := lc.server.Connect("raidq-client")
-	if err != nil {
-		return nil, err
+// Connect returns a client of the cluster, connected in process (as the
+// internal node identity when the cluster has users), that learns topics
+// from the metadata like any other client. opts come after the cluster's
+// own (cluster name, logger, metrics) and may override them.
+func (lc *LocalCluster) Connect(opts ...raidq.Option) (*raidq.Client, error) {
+	url, nopts := lc.server.ClientOptions("raidq-client")
+	base := []raidq.Option{raidq.WithNATSOptions(nopts...), raidq.WithCluster(lc.cfg.Cluster),
+		raidq.WithLogger(lc.cfg.Logger), raidq.WithDirectNodes(false)}
+	if lc.cfg.Metrics != nil {
+		base = append(base, raidq.WithMetrics(lc.cfg.Metrics))
 	}
-	base := []Option{WithCluster(lc.cfg.Cluster), WithCatalog(lc.catalog), WithLogger(lc.cfg.Logger), WithMetrics(lc.cfg.Metrics)}
-	if lc.meta != nil {
-		base = append(base, WithMeta(lc.meta))
-	}
-	opts = append(base, opts...)
-	c, err := ConnectConn(nc, opts...)
-	if err != nil {
-		nc.Close()
-		return nil, err
-	}
-	c.ownNC = true
-	return c, nil
+	return raidq.Connect(url, append(base, opts...)...)
 }
 
 // KillNode stops node i abruptly (it stops answering at once; what it
@@ -365,8 +339,10 @@ func (lc *LocalCluster) DiskBytes() int64 {
 	return total
 }
 
-// Close stops every node gracefully and the server.
-func (lc *LocalCluster) Close() {
+// Close stops every node gracefully and the server; it returns the
+// nodes' stop errors. Close is idempotent.
+func (lc *LocalCluster) Close() error {
+	var errs []error
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if lc.hbCancel != nil {
@@ -378,19 +354,26 @@ func (lc *LocalCluster) Close() {
 		ln.member.Store(nil)
 		if ln.node != nil {
 			node := ln.node
-			lc.stopNode(ln, func() { _ = node.Stop(ctx) })
+			lc.stopNode(ln, func() {
+				if err := node.Stop(ctx); err != nil {
+					errs = append(errs, fmt.Errorf("node %s: %w", ln.id, err))
+				}
+			})
 		}
 	}
 	if lc.watched != nil {
 		lc.watched.Close()
+		lc.watched = nil
 	}
 	if lc.metaNC != nil {
 		lc.metaNC.Close()
+		lc.metaNC = nil
 	}
 	lc.server.Shutdown()
+	return errors.Join(errs...)
 }
 
-// Meta is the cluster's metadata store (nil unless Metadata is set).
+// Meta is the cluster's metadata store.
 func (lc *LocalCluster) Meta() *meta.Store { return lc.meta }
 
 // openMeta creates the metadata buckets (one replica) and watches the
@@ -454,3 +437,7 @@ func (lc *LocalCluster) startHeartbeat() {
 		}
 	}()
 }
+
+// NATSServer is the cluster's embedded NATS server (tests check its
+// Security().InternalViolations()).
+func (lc *LocalCluster) NATSServer() *natsserver.Server { return lc.server }

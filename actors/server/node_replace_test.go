@@ -1,4 +1,4 @@
-package raidq_test
+package server_test
 
 import (
 	"context"
@@ -14,6 +14,7 @@ import (
 
 	"github.com/raidq/raidq"
 	"github.com/raidq/raidq/actors/node"
+	"github.com/raidq/raidq/actors/server"
 	"github.com/raidq/raidq/bus/meta"
 	"github.com/raidq/raidq/scenarios/testlog"
 )
@@ -33,7 +34,7 @@ func TestStartNodeReplace(t *testing.T) {
 	repair := node.RepairConfig{Interval: 100 * time.Millisecond, Margin: 200 * time.Millisecond, ScrubInterval: -1}
 	// nodes[servers] is the replacement: a client of s0's server, stopped
 	// first (startMesh's cleanup stops s0 to s2 after it).
-	nodes := append(startMesh(t, log, "rep", servers, raidq.NodeOptions{Repair: repair}), nil)
+	nodes := append(startMesh(t, log, "rep", servers, server.NodeOptions{Repair: repair}), nil)
 	t.Cleanup(func() {
 		if n := nodes[servers]; n != nil {
 			_ = n.Stop(context.Background())
@@ -64,7 +65,7 @@ func TestStartNodeReplace(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer nc.Close()
-	c, err := raidq.ConnectConn(nc, raidq.WithCluster("rep"), raidq.WithCatalog(nodes[0].Catalog()), raidq.WithLogger(log))
+	c, err := raidq.ConnectConn(nc, raidq.WithCluster("rep"), raidq.WithLogger(log))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,8 +75,8 @@ func TestStartNodeReplace(t *testing.T) {
 	sendNumbered(ctx, t, c, "orders", total)
 
 	sent := time.Now()
-	newNode := func(replace string) (*raidq.Node, error) {
-		return raidq.StartNode(raidq.NodeOptions{ID: "s9", DataDir: filepath.Join(base, "9-"+replace), Cluster: "rep",
+	newNode := func(replace string) (*server.Node, error) {
+		return server.StartNode(server.NodeOptions{ID: "s9", DataDir: filepath.Join(base, "9-"+replace), Cluster: "rep",
 			NATSURL: nodes[0].ClientURL(), Insecure: true, NoSync: true, MetaTimeout: 20 * time.Second, Logger: log,
 			Repair: repair, Replace: replace})
 	}

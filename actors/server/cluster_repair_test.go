@@ -1,4 +1,4 @@
-package raidq_test
+package server_test
 
 import (
 	"context"
@@ -12,6 +12,8 @@ import (
 
 	"github.com/raidq/raidq"
 	"github.com/raidq/raidq/actors/node"
+	"github.com/raidq/raidq/actors/server"
+	"github.com/raidq/raidq/scenarios/localtest"
 	"github.com/raidq/raidq/scenarios/testlog"
 	"github.com/raidq/raidq/slotstore"
 	"github.com/raidq/raidq/stripe"
@@ -20,7 +22,7 @@ import (
 // stripesBelowN scans every running node's store directly and counts, per
 // partition offset, the good shards of its stripe: decodable stripes with
 // fewer than n shards, and offsets that are not decodable at all.
-func stripesBelowN(t *testing.T, lc *raidq.LocalCluster, topic string) (belowN, partial, total int) {
+func stripesBelowN(t *testing.T, lc *server.LocalCluster, topic string) (belowN, partial, total int) {
 	t.Helper()
 	tp, err := lc.Catalog().Topic(topic)
 	if err != nil {
@@ -70,7 +72,7 @@ func stripesBelowN(t *testing.T, lc *raidq.LocalCluster, topic string) (belowN, 
 // stripe its n shards again within a bounded time.
 func TestLocalClusterRepairAfterKill(t *testing.T) {
 	log := testlog.New(t, slog.LevelWarn)
-	lc, c := startLocal(t, raidq.LocalClusterConfig{Logger: log,
+	lc, c := localtest.Start(t, server.LocalClusterConfig{Logger: log,
 		Repair: node.RepairConfig{Interval: 100 * time.Millisecond, Window: time.Minute, Margin: 200 * time.Millisecond}}, 2)
 	const down = 2
 	if err := lc.KillNode(down); err != nil {
@@ -85,7 +87,7 @@ func TestLocalClusterRepairAfterKill(t *testing.T) {
 	var wg sync.WaitGroup
 	for i := range 10000 {
 		wg.Add(1)
-		p.SendAsync(raidq.Message{Value: []byte(fmt.Sprintf("m-%05d", i))}, func(_ raidq.Message, err error) {
+		p.Produce(context.Background(), raidq.Message{Value: []byte(fmt.Sprintf("m-%05d", i))}, func(_ raidq.Message, err error) {
 			if err != nil {
 				failed.Add(1)
 			}

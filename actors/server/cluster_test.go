@@ -1,4 +1,4 @@
-package raidq_test
+package server_test
 
 import (
 	"context"
@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/raidq/raidq"
+	"github.com/raidq/raidq/actors/server"
+	"github.com/raidq/raidq/scenarios/localtest"
 	"github.com/raidq/raidq/scenarios/testlog"
 )
 
@@ -18,7 +20,7 @@ import (
 // mid-run; every acknowledged message is consumed back.
 func TestClusterKillTwoLosesNothing(t *testing.T) {
 	log := testlog.New(t, slog.LevelWarn)
-	lc, c := startLocal(t, raidq.LocalClusterConfig{Logger: log}, 2)
+	lc, c := localtest.Start(t, server.LocalClusterConfig{Logger: log}, 2)
 	start := time.Now()
 	p, err := c.Producer("orders")
 	if err != nil {
@@ -39,7 +41,7 @@ func TestClusterKillTwoLosesNothing(t *testing.T) {
 		}
 		wg.Add(1)
 		v := fmt.Sprintf("m-%d", i)
-		p.SendAsync(raidq.Message{Value: []byte(v)}, func(m raidq.Message, err error) {
+		p.Produce(context.Background(), raidq.Message{Value: []byte(v)}, func(m raidq.Message, err error) {
 			defer wg.Done()
 			if err != nil {
 				failed.Add(1)
@@ -54,7 +56,7 @@ func TestClusterKillTwoLosesNothing(t *testing.T) {
 	if f := failed.Load(); f > 0 {
 		t.Errorf("%d sends failed with two of six nodes down", f)
 	}
-	cons, err := c.Consumer("orders", raidq.ConsumerOptions{From: start})
+	cons, err := c.Consumer("orders", raidq.WithStart(start))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -79,29 +81,4 @@ func TestClusterKillTwoLosesNothing(t *testing.T) {
 			t.Errorf("%s delivered %d times", v, n)
 		}
 	}
-}
-
-// startLocal starts an in-process cluster from cfg (in a test directory
-// when cfg.Dir is empty), creates the topic "orders" with the given
-// partitions and default parameters, and connects a client. Both are
-// closed when the test ends.
-func startLocal(t *testing.T, cfg raidq.LocalClusterConfig, partitions int) (*raidq.LocalCluster, *raidq.Client) {
-	t.Helper()
-	if cfg.Dir == "" {
-		cfg.Dir = t.TempDir()
-	}
-	lc, err := raidq.StartLocalCluster(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(lc.Close)
-	if err := lc.CreateTopic("orders", partitions, raidq.DefaultParams()); err != nil {
-		t.Fatal(err)
-	}
-	c, err := lc.Connect()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
-	return lc, c
 }

@@ -1,4 +1,4 @@
-package raidq_test
+package server_test
 
 import (
 	"bufio"
@@ -14,8 +14,10 @@ import (
 	"time"
 
 	"github.com/raidq/raidq"
+	"github.com/raidq/raidq/actors/server"
 	"github.com/raidq/raidq/bus/natsserver"
 	"github.com/raidq/raidq/scenarios/cluster"
+	"github.com/raidq/raidq/scenarios/localtest"
 	"github.com/raidq/raidq/scenarios/testlog"
 )
 
@@ -30,32 +32,32 @@ func TestStartNodeSecurityRefuses(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	base := raidq.NodeOptions{ID: "n1", DataDir: dir, Listen: "127.0.0.1:-1", Logger: log}
+	base := server.NodeOptions{ID: "n1", DataDir: dir, Listen: "127.0.0.1:-1", Logger: log}
 	cases := []struct {
 		name string
-		edit func(*raidq.NodeOptions)
+		edit func(*server.NodeOptions)
 		want string
 		is   error
 	}{
-		{"neither auth nor insecure", func(o *raidq.NodeOptions) {}, "--auth FILE", raidq.ErrNoAuth},
-		{"TLS alone is not authentication", func(o *raidq.NodeOptions) { o.TLS = tlsb.Files() }, "--insecure", raidq.ErrNoAuth},
-		{"auth, clustered, routes unauthenticated", func(o *raidq.NodeOptions) {
+		{"neither auth nor insecure", func(o *server.NodeOptions) {}, "--auth FILE", server.ErrNoAuth},
+		{"TLS alone is not authentication", func(o *server.NodeOptions) { o.TLS = tlsb.Files() }, "--insecure", server.ErrNoAuth},
+		{"auth, clustered, routes unauthenticated", func(o *server.NodeOptions) {
 			o.Auth, o.ClusterListen, o.Routes = auth, "127.0.0.1:-1", []string{"nats-route://127.0.0.1:1"}
 		}, "routes between nodes must authenticate", nil},
-		{"clustered TLS without a CA", func(o *raidq.NodeOptions) {
+		{"clustered TLS without a CA", func(o *server.NodeOptions) {
 			o.Auth, o.ClusterListen = auth, "127.0.0.1:-1"
 			o.TLS = &natsserver.TLSFiles{Cert: tlsb.Cert, Key: tlsb.Key}
 		}, "--tls-ca", nil},
-		{"a certificate without its key", func(o *raidq.NodeOptions) {
+		{"a certificate without its key", func(o *server.NodeOptions) {
 			o.Auth, o.TLS = auth, &natsserver.TLSFiles{Cert: tlsb.Cert}
 		}, "--tls-key", nil},
-		{"auth with --nats", func(o *raidq.NodeOptions) { o.Listen, o.NATSURL, o.Auth = "", "nats://127.0.0.1:1", auth }, "--nats", nil},
-		{"--nats without credentials", func(o *raidq.NodeOptions) { o.Listen, o.NATSURL = "", "nats://127.0.0.1:1" }, "--nats-creds", raidq.ErrNoAuth},
+		{"auth with --nats", func(o *server.NodeOptions) { o.Listen, o.NATSURL, o.Auth = "", "nats://127.0.0.1:1", auth }, "--nats", nil},
+		{"--nats without credentials", func(o *server.NodeOptions) { o.Listen, o.NATSURL = "", "nats://127.0.0.1:1" }, "--nats-creds", server.ErrNoAuth},
 	}
 	for _, tc := range cases {
 		o := base
 		tc.edit(&o)
-		_, err := raidq.StartNode(o)
+		_, err := server.StartNode(o)
 		if err == nil || !strings.Contains(err.Error(), tc.want) || (tc.is != nil && !errors.Is(err, tc.is)) {
 			t.Errorf("%s: got %v, want an error mentioning %q", tc.name, err, tc.want)
 		}
@@ -90,14 +92,14 @@ routes: {user: route, password: r0ute}`))
 		urls = append(urls, fmt.Sprintf("nats://127.0.0.1:%d", ports[i]))
 		routes = append(routes, fmt.Sprintf("nats-route://127.0.0.1:%d", ports[3+i]))
 	}
-	nodes := make([]*raidq.Node, 3)
+	nodes := make([]*server.Node, 3)
 	errs := make([]error, 3)
 	var wg sync.WaitGroup
 	for i := range 3 {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			nodes[i], errs[i] = raidq.StartNode(raidq.NodeOptions{ID: fmt.Sprintf("n%d", i), DataDir: filepath.Join(dir, fmt.Sprint(i)),
+			nodes[i], errs[i] = server.StartNode(server.NodeOptions{ID: fmt.Sprintf("n%d", i), DataDir: filepath.Join(dir, fmt.Sprint(i)),
 				Listen: fmt.Sprintf("127.0.0.1:%d", ports[i]), ClusterListen: fmt.Sprintf("127.0.0.1:%d", ports[3+i]), Routes: routes,
 				Auth: auth, NoSync: true, Logger: log, MetaTimeout: 90 * time.Second})
 		}()
@@ -114,7 +116,7 @@ routes: {user: route, password: r0ute}`))
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	url := strings.Join(urls, ",")
-	admin, err := raidq.Connect(url, raidq.WithCluster(raidq.DefaultCluster), raidq.WithUserPassword("ops", "o"))
+	admin, err := raidq.Connect(url, raidq.WithCluster(server.DefaultCluster), raidq.WithUserPassword("ops", "o"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -143,12 +145,12 @@ routes: {user: route, password: r0ute}`))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer prod.Close(context.Background())
+	defer prod.Close()
 	start := time.Now().Add(-time.Second)
 	if _, err := prod.Send(ctx, raidq.Message{Value: []byte("over authenticated routes")}); err != nil {
 		t.Fatal(err)
 	}
-	readN(t, app, "orders", raidq.ConsumerOptions{From: start}, 1)
+	localtest.ReadN(t, app, "orders", 1, raidq.WithStart(start))
 
 	// A route with the wrong password.
 	c, err := net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", ports[3]), time.Second)

@@ -1,4 +1,4 @@
-package raidq_test
+package server_test
 
 import (
 	"context"
@@ -18,7 +18,9 @@ import (
 	"github.com/raidq/raidq"
 	"github.com/raidq/raidq/actors"
 	"github.com/raidq/raidq/actors/metrics"
+	"github.com/raidq/raidq/actors/server"
 	"github.com/raidq/raidq/bus"
+	"github.com/raidq/raidq/scenarios/localtest"
 	"github.com/raidq/raidq/scenarios/testlog"
 )
 
@@ -44,7 +46,7 @@ func produceN(t *testing.T, c *raidq.Client, topic string, n int) {
 	var first error
 	for i := 0; i < n; i++ {
 		wg.Add(1)
-		p.SendAsync(raidq.Message{Value: []byte(fmt.Sprintf("m-%d", i))}, func(_ raidq.Message, err error) {
+		p.Produce(context.Background(), raidq.Message{Value: []byte(fmt.Sprintf("m-%d", i))}, func(_ raidq.Message, err error) {
 			defer wg.Done()
 			if err != nil {
 				mu.Lock()
@@ -57,7 +59,7 @@ func produceN(t *testing.T, c *raidq.Client, topic string, n int) {
 	if first != nil {
 		t.Fatalf("send: %v", first)
 	}
-	if err := p.Close(context.Background()); err != nil {
+	if err := p.Close(); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -75,7 +77,7 @@ func cmpErr(first, err error) error {
 // come back when it restarts.
 func TestClusterMetrics(t *testing.T) {
 	reg := prometheus.NewRegistry()
-	lc, c := startLocal(t, raidq.LocalClusterConfig{Logger: testlog.New(t, slog.LevelWarn), Metrics: reg}, 2)
+	lc, c := localtest.Start(t, server.LocalClusterConfig{Logger: testlog.New(t, slog.LevelWarn), Metrics: reg}, 2)
 	start := time.Now()
 	const total = 300
 	produceN(t, c, "orders", total)
@@ -129,7 +131,7 @@ func TestClusterMetrics(t *testing.T) {
 	}
 
 	// Read everything back: the reader counts deliveries, the nodes scans and seals.
-	cons, err := c.Consumer("orders", raidq.ConsumerOptions{From: start})
+	cons, err := c.Consumer("orders", raidq.WithStart(start))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -182,14 +184,14 @@ func indexOf(ids []string, id string) int {
 }
 
 // startListeningCluster starts six nodes behind a NATS port and connects to it.
-func startListeningCluster(t *testing.T, cluster string) (*raidq.LocalCluster, *nats.Conn) {
+func startListeningCluster(t *testing.T, cluster string) (*server.LocalCluster, *nats.Conn) {
 	t.Helper()
-	lc, err := raidq.StartLocalCluster(raidq.LocalClusterConfig{Dir: t.TempDir(), Logger: testlog.New(t, slog.LevelWarn),
+	lc, err := server.StartLocalCluster(server.LocalClusterConfig{Dir: t.TempDir(), Logger: testlog.New(t, slog.LevelWarn),
 		Cluster: cluster, Listen: "127.0.0.1:-1"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(lc.Close)
+	t.Cleanup(func() { _ = lc.Close() })
 	nc, err := nats.Connect(lc.ClientURL(), nats.Name("status-test"))
 	if err != nil {
 		t.Fatal(err)

@@ -1,4 +1,4 @@
-package raidq
+package server
 
 import (
 	"fmt"

@@ -1,4 +1,4 @@
-package raidq_test
+package server_test
 
 import (
 	"context"
@@ -17,6 +17,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/raidq/raidq"
+	"github.com/raidq/raidq/actors/server"
 	"github.com/raidq/raidq/bus/meta"
 	"github.com/raidq/raidq/scenarios/cluster"
 	"github.com/raidq/raidq/scenarios/testlog"
@@ -40,7 +41,7 @@ func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
 // embedding a NATS server of one route mesh with clustered JetStream,
 // together (the meta group needs a quorum), and stops them (last first)
 // at the end of the test. extra supplies further options (Repair).
-func startMesh(t *testing.T, log *slog.Logger, clusterName string, servers int, extra raidq.NodeOptions) []*raidq.Node {
+func startMesh(t *testing.T, log *slog.Logger, clusterName string, servers int, extra server.NodeOptions) []*server.Node {
 	t.Helper()
 	ports, err := cluster.FreePorts(servers)
 	if err != nil {
@@ -51,7 +52,7 @@ func startMesh(t *testing.T, log *slog.Logger, clusterName string, servers int, 
 		routes = append(routes, fmt.Sprintf("nats-route://127.0.0.1:%d", p))
 	}
 	base := t.TempDir()
-	nodes := make([]*raidq.Node, servers)
+	nodes := make([]*server.Node, servers)
 	errs := make([]error, servers)
 	var wg sync.WaitGroup
 	for i := range servers {
@@ -62,7 +63,7 @@ func startMesh(t *testing.T, log *slog.Logger, clusterName string, servers int, 
 			o.ID, o.DataDir, o.Cluster = fmt.Sprintf("s%d", i), filepath.Join(base, fmt.Sprint(i)), clusterName
 			o.Listen, o.ClusterListen, o.Routes = "127.0.0.1:-1", fmt.Sprintf("127.0.0.1:%d", ports[i]), routes
 			o.Insecure, o.NoSync, o.MetaTimeout, o.Logger = true, true, 45*time.Second, log
-			nodes[i], errs[i] = raidq.StartNode(o)
+			nodes[i], errs[i] = server.StartNode(o)
 		}()
 	}
 	wg.Wait()
@@ -99,7 +100,7 @@ func sendNumbered(ctx context.Context, t *testing.T, c *raidq.Client, topic stri
 // m-<total-1>, or ctx ends.
 func consumeNumbered(ctx context.Context, t *testing.T, c *raidq.Client, topic string, from time.Time, total int) {
 	t.Helper()
-	cons, err := c.Consumer(topic, raidq.ConsumerOptions{From: from})
+	cons, err := c.Consumer(topic, raidq.WithStart(from))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -129,7 +130,7 @@ func TestStartNodeThreeServerMesh(t *testing.T) {
 	log := testlog.New(t, slog.LevelWarn)
 	const servers = 3
 	start := time.Now()
-	nodes := startMesh(t, log, "mesh", servers, raidq.NodeOptions{})
+	nodes := startMesh(t, log, "mesh", servers, server.NodeOptions{})
 	t.Logf("three clustered nodes ready in %s", time.Since(start).Round(time.Millisecond))
 
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -184,7 +185,7 @@ func TestStartNodeThreeServerMesh(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cat.Close()
-	c, err := raidq.ConnectConn(nc, raidq.WithCluster("mesh"), raidq.WithCatalog(cat), raidq.WithLogger(log))
+	c, err := raidq.ConnectConn(nc, raidq.WithCluster("mesh"), raidq.WithLogger(log))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -223,30 +224,30 @@ func TestStartNodeThreeServerMesh(t *testing.T) {
 func TestStartNodeRefuses(t *testing.T) {
 	log := testlog.New(t, slog.LevelWarn)
 	dir := t.TempDir()
-	ok := raidq.NodeOptions{ID: "n1", DataDir: dir, Listen: "127.0.0.1:-1", Insecure: true, Logger: log}
+	ok := server.NodeOptions{ID: "n1", DataDir: dir, Listen: "127.0.0.1:-1", Insecure: true, Logger: log}
 	cases := []struct {
 		name string
-		edit func(*raidq.NodeOptions)
+		edit func(*server.NodeOptions)
 		want string
 	}{
-		{"no auth", func(o *raidq.NodeOptions) { o.Insecure = false }, "--insecure"},
-		{"no id", func(o *raidq.NodeOptions) { o.ID = "" }, "--id"},
-		{"bad id", func(o *raidq.NodeOptions) { o.ID = "a.b" }, "node id"},
-		{"no data", func(o *raidq.NodeOptions) { o.DataDir = "" }, "--data"},
-		{"bad listen", func(o *raidq.NodeOptions) { o.Listen = "nohost" }, "--listen"},
-		{"routes without cluster-listen", func(o *raidq.NodeOptions) { o.Routes = []string{"nats-route://127.0.0.1:1"} }, "--cluster-listen"},
-		{"bad route", func(o *raidq.NodeOptions) { o.ClusterListen, o.Routes = "127.0.0.1:-1", []string{"::"} }, "nats-route://"},
-		{"nats and listen", func(o *raidq.NodeOptions) { o.NATSURL = "nats://127.0.0.1:1" }, "--nats"},
+		{"no auth", func(o *server.NodeOptions) { o.Insecure = false }, "--insecure"},
+		{"no id", func(o *server.NodeOptions) { o.ID = "" }, "--id"},
+		{"bad id", func(o *server.NodeOptions) { o.ID = "a.b" }, "node id"},
+		{"no data", func(o *server.NodeOptions) { o.DataDir = "" }, "--data"},
+		{"bad listen", func(o *server.NodeOptions) { o.Listen = "nohost" }, "--listen"},
+		{"routes without cluster-listen", func(o *server.NodeOptions) { o.Routes = []string{"nats-route://127.0.0.1:1"} }, "--cluster-listen"},
+		{"bad route", func(o *server.NodeOptions) { o.ClusterListen, o.Routes = "127.0.0.1:-1", []string{"::"} }, "nats-route://"},
+		{"nats and listen", func(o *server.NodeOptions) { o.NATSURL = "nats://127.0.0.1:1" }, "--nats"},
 	}
 	for _, tc := range cases {
 		o := ok
 		tc.edit(&o)
-		_, err := raidq.StartNode(o)
+		_, err := server.StartNode(o)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: got %v, want an error mentioning %q", tc.name, err, tc.want)
 		}
 	}
-	if _, err := raidq.StartNode(raidq.NodeOptions{ID: "n1", DataDir: dir, Logger: log}); !errors.Is(err, raidq.ErrAuthNotImplemented) {
+	if _, err := server.StartNode(server.NodeOptions{ID: "n1", DataDir: dir, Logger: log}); !errors.Is(err, server.ErrAuthNotImplemented) {
 		t.Errorf("without Insecure: %v", err)
 	}
 
@@ -260,7 +261,7 @@ func TestStartNodeRefuses(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	_, err := raidq.StartNode(ok)
+	_, err := server.StartNode(ok)
 	if !errors.Is(err, slotstore.ErrCorrupt) || !strings.Contains(err.Error(), slots) {
 		t.Fatalf("corrupt data dir: %v", err)
 	}
@@ -270,7 +271,7 @@ func TestStartNodeRefuses(t *testing.T) {
 // the KV metadata, visible to a client of another connection.
 func TestLocalClusterMetadata(t *testing.T) {
 	log := testlog.New(t, slog.LevelWarn)
-	lc, err := raidq.StartLocalCluster(raidq.LocalClusterConfig{Dir: t.TempDir(), Listen: "127.0.0.1:-1", Metadata: true,
+	lc, err := server.StartLocalCluster(server.LocalClusterConfig{Dir: t.TempDir(), Listen: "127.0.0.1:-1",
 		Cluster: "dev", NoSync: true, Logger: log})
 	if err != nil {
 		t.Fatal(err)
@@ -303,7 +304,7 @@ func TestLocalClusterMetadata(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cat.Close()
-	c, err := raidq.ConnectConn(nc, raidq.WithCluster("dev"), raidq.WithCatalog(cat), raidq.WithLogger(log))
+	c, err := raidq.ConnectConn(nc, raidq.WithCluster("dev"), raidq.WithLogger(log))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -316,7 +317,7 @@ func TestLocalClusterMetadata(t *testing.T) {
 	if _, err := prod.Send(ctx, raidq.Message{Value: []byte("hello")}); err != nil {
 		t.Fatal(err)
 	}
-	cons, err := c.Consumer("orders", raidq.ConsumerOptions{From: from})
+	cons, err := c.Consumer("orders", raidq.WithStart(from))
 	if err != nil {
 		t.Fatal(err)
 	}
