@@ -20,7 +20,7 @@ import (
 	"github.com/raidq/raidq/bus/meta"
 )
 
-// Consumer groups (DESIGN §8, the generations of seed 003; the policy is
+// Consumer groups (docs/design.md#consumers-groups-and-fencing, the generations of seed 003; the policy is
 // core.PlanGroup and core.Liveness, this file carries it out).
 //
 // The live members of a group share a topic's partitions by rendezvous

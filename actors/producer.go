@@ -176,9 +176,9 @@ func (p *Producer) Close(ctx context.Context) error {
 // MaxAttempts, acked at W). It returns the offset the stripe committed at
 // once the writer is done with it: after the ack the writer keeps
 // listening for late refusals for CommittedWait and rewrites the stripe
-// once if one calls for it (DESIGN §3.7). Readers dedupe by stripe id, so
+// once if one calls for it (docs/design.md#write-path step 7). Readers dedupe by stripe id, so
 // the copy of a stripe that also committed elsewhere is delivered once.
-// A node's repair loop re-appends in-doubt stripes with it (DESIGN §5,
+// A node's repair loop re-appends in-doubt stripes with it (docs/design.md#read-path,
 // actors/node/reappend.go). When ctx ends first, Reappend stops the write
 // and returns ctx's error (an attempt already sent may still commit).
 func (c *Client) Reappend(ctx context.Context, t *meta.Topic, partition uint32, id stripe.ID, payload []byte) (uint64, error) {

@@ -66,7 +66,7 @@ type shardTag struct {
 
 // producerActor batches records per partition, encodes stripes, sends
 // shards through the link actors and drives core.Writer with the replies
-// (DESIGN §3). Its state is lost on a restart, so it runs unsupervised:
+// (docs/design.md#write-path). Its state is lost on a restart, so it runs unsupervised:
 // a panic here is a bug that fails the records in flight loudly.
 //
 // It is the one writer driver of package actors: a producer's batches

@@ -61,7 +61,7 @@ type sinkDone struct{}
 
 // readerActor drives core.Reader: it runs the scans the core asks for on
 // every node of the ensemble (in parallel, paged), feeds the results back,
-// and hands deliveries to the sink (DESIGN §5).
+// and hands deliveries to the sink (docs/design.md#read-path).
 type readerActor struct {
 	c        *Client
 	topic    *meta.Topic

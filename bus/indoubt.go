@@ -6,7 +6,7 @@ import (
 )
 
 // InDoubtReport is what a reader publishes on Subjects.InDoubt when it
-// skipped an offset as in doubt (DESIGN §5): the offset and the stripe it
+// skipped an offset as in doubt (docs/design.md#read-path): the offset and the stripe it
 // could not decode there. The repair loops of the partition's nodes keep
 // it and re-append the stripe at a fresh offset once it proves decodable,
 // so it is delivered late rather than lost. The stripe id travels as its

@@ -58,7 +58,7 @@ func validNameFast(s string) bool {
 }
 
 // Subjects builds and parses the NATS subjects of one raidq cluster
-// (DESIGN §10):
+// (docs/design.md#bus-subjects):
 //
 //	raidq.<cluster>.slot.<node>.<topic>.<partition>   write requests to a node
 //	raidq.<cluster>.scan.<node>.<topic>.<partition>   scan (read) requests to a node
@@ -135,7 +135,7 @@ func (s Subjects) ScanAll(node string) string {
 }
 
 // Deliver returns raidq.<cluster>.deliver.<topic>.<partition>, where the
-// fan-out reader publishes a partition's decoded records (DESIGN §8).
+// fan-out reader publishes a partition's decoded records (docs/design.md#consumers-groups-and-fencing).
 func (s Subjects) Deliver(topic string, partition uint32) string {
 	return s.deliver + topic + "." + strconv.FormatUint(uint64(partition), 10)
 }
@@ -162,7 +162,7 @@ func (s Subjects) Status(node string) string {
 }
 
 // InDoubt returns raidq.<cluster>.indoubt.<topic>.<partition>, where readers
-// publish the offsets they skipped as in doubt (DESIGN §5) so that the
+// publish the offsets they skipped as in doubt (docs/design.md#read-path) so that the
 // nodes' repair loops re-append those that later prove decodable.
 func (s Subjects) InDoubt(topic string, partition uint32) string {
 	return s.indoubt + topic + "." + strconv.FormatUint(uint64(partition), 10)

@@ -82,7 +82,7 @@ func (t MsgType) String() string {
 	return fmt.Sprintf("MsgType(%d)", uint8(t))
 }
 
-// Status is a node's answer to a request (DESIGN §3.5, §4, §5).
+// Status is a node's answer to a request (docs/design.md#write-path step 5, docs/design.md#slot-store, docs/design.md#read-path).
 type Status uint8
 
 // The statuses. The zero value is not a status and is rejected on the wire.
@@ -227,8 +227,8 @@ func DecodeRequest(b []byte) (any, error) {
 // ---------------------------------------------------------------- WriteReq
 
 // WriteReq asks a node to store one shard in the slot (Topic, Partition,
-// Offset) (DESIGN §3.4, §3.5). Repair marks a write by the repair loop
-// (DESIGN §6), allowed below the seal under the repair rules.
+// Offset) (docs/design.md#write-path step 4, docs/design.md#write-path step 5). Repair marks a write by the repair loop
+// (docs/design.md#repair-and-scrub), allowed below the seal under the repair rules.
 type WriteReq struct {
 	Topic     string
 	Partition uint32
@@ -321,7 +321,7 @@ func DecodeWriteReq(b []byte) (WriteReq, error) {
 // -------------------------------------------------------------- WriteReply
 
 // WriteReply is a node's answer to a WriteReq. Every reply carries the
-// node's clock so that the producer can keep a skew estimate (DESIGN §3.5).
+// node's clock so that the producer can keep a skew estimate (docs/design.md#write-path step 5).
 type WriteReply struct {
 	Status    Status
 	NodeClock int64  // node's unix ns at reply
@@ -374,8 +374,8 @@ func DecodeWriteReply(b []byte) (WriteReply, error) {
 // ----------------------------------------------------------------- ScanReq
 
 // ScanReq asks a node for the slots of (Topic, Partition) with offsets in
-// [From, To), one page at a time (DESIGN §5). Seal also raises the seal of
-// the range to the end of what was scanned (DESIGN §4). HeadersOnly asks for
+// [From, To), one page at a time (docs/design.md#read-path). Seal also raises the seal of
+// the range to the end of what was scanned (docs/design.md#slot-store). HeadersOnly asks for
 // shard headers instead of whole shards (what a header is, is the stripe
 // package's business). MaxBytes is the reader's page budget; 0 means the
 // node's default, and a node never exceeds its own (see ScanReq.Budget).
@@ -480,7 +480,7 @@ type ScanEntry struct {
 // occupied slots in [req.From, Next) in increasing offset order; the reader
 // asks again from Next until Next == req.To. Seal is the range's seal after
 // this scan and Birth the node's incarnation birth: offsets below Birth that
-// repair has not filled are unknown, not empty (DESIGN §4).
+// repair has not filled are unknown, not empty (docs/design.md#slot-store).
 type ScanReply struct {
 	Status    Status
 	NodeClock int64  // node's unix ns at reply

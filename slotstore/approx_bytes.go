@@ -7,7 +7,7 @@ import (
 )
 
 // ApproxBytes: the bytes a key range of one partition takes, for
-// size-based retention (DESIGN §4).
+// size-based retention (docs/design.md#slot-store).
 
 // ApproxBytes implements Store with LevelDB's SizeOf: the on-disk size of
 // the key range in table files (writes still in the memtable are not

@@ -1,4 +1,4 @@
-// Package slotstore is a node's slot store (DESIGN §4): one LevelDB per node
+// Package slotstore is a node's slot store (docs/design.md#slot-store): one LevelDB per node
 // holding write-once slots keyed (topic, partition, offset), the seals of
 // offset ranges, and the node's incarnation.
 //

@@ -16,7 +16,7 @@ import (
 // not return) is dropped and the node starts. But goleveldb's lenient
 // replay drops damaged chunks anywhere in the journal, and a record in the
 // middle was acknowledged: the node would then answer "empty" for slots it
-// had acked, mistaking "lost" for "never written" (DESIGN §4). A journal
+// had acked, mistaking "lost" for "never written" (docs/design.md#slot-store). A journal
 // is damaged "at its tail" when no intact record follows the first
 // damaged chunk, in the same block included (scanJournal parses the format
 // itself: goleveldb's reader drops the rest of a damaged block, which hid

@@ -8,7 +8,7 @@ import (
 )
 
 // Marks and holes: what repair and retention record per partition
-// (DESIGN §4, §6); keys in keys.go.
+// (docs/design.md#slot-store, docs/design.md#repair-and-scrub); keys in keys.go.
 //
 //   - Marks: per-partition values that only rise, kept durably like seals:
 //     MarkRepaired (repair has filled every slot of the partition below it

@@ -8,7 +8,7 @@ import (
 	"github.com/raidq/raidq/stripe"
 )
 
-// Replacing a corrupt shard (DESIGN §6): ReplaceCorrupt is the one way to
+// Replacing a corrupt shard (docs/design.md#repair-and-scrub): ReplaceCorrupt is the one way to
 // overwrite a slot, for repair and scrub. The committer checks that the
 // bytes there fail their checks (stripe.Parse, or a LevelDB checksum); a
 // good shard is never overwritten (the batch fails with ErrInvalid

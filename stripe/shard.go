@@ -1,5 +1,5 @@
 // Package stripe encodes micro-batches into Reed-Solomon shards and back
-// (DESIGN §3.3). It is pure: no clock, no I/O.
+// (docs/design.md#write-path step 3). It is pure: no clock, no I/O.
 package stripe
 
 import (

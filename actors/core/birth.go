@@ -1,6 +1,6 @@
 package core
 
-// Birth of a new incarnation (DESIGN §4).
+// Birth of a new incarnation (docs/design.md#slot-store).
 //
 // A node whose store is new (first start, or a wiped data directory) must
 // answer "unknown", never "empty", for every offset its old incarnation

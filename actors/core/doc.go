@@ -3,9 +3,9 @@
 // Time ("now", unix nanoseconds) and random numbers are passed in, and every
 // method returns what the caller must do (persist, reply, send, deliver).
 //
-//   - Owner: one slot-owner's range of offsets on one node (DESIGN §4, §3.5).
-//   - Writer: one producer's stripes in flight for one partition (DESIGN §3).
-//   - Reader: one partition reader's scan/group/decide loop (DESIGN §5).
+//   - Owner: one slot-owner's range of offsets on one node (docs/design.md#slot-store, docs/design.md#write-path step 5).
+//   - Writer: one producer's stripes in flight for one partition (docs/design.md#write-path).
+//   - Reader: one partition reader's scan/group/decide loop (docs/design.md#read-path).
 //
 // The actors in package actors are thin shells around these; the
 // deterministic simulation in scenarios/sim drives them directly.

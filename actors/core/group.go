@@ -8,7 +8,7 @@ import (
 	"github.com/raidq/raidq/stripe/placement"
 )
 
-// Consumer groups (DESIGN §8; the generations of Kafka's group protocol).
+// Consumer groups (docs/design.md#consumers-groups-and-fencing; the generations of Kafka's group protocol).
 //
 // The policy of a group member lives here, pure: who is alive, which
 // partitions a member owns, and when it may claim, must release or must

@@ -93,7 +93,7 @@ func (o *Owner) Write(now int64, off uint64, h *stripe.ShardHeader, repair bool)
 	if repair {
 		// Repair writes go below the seal only after the node's own repair
 		// loop has proved that the bytes re-encode to the committed stripe
-		// (DESIGN §6); they reach the owner as RepairWrite, never from the
+		// (docs/design.md#repair-and-scrub); they reach the owner as RepairWrite, never from the
 		// wire, where the flag is refused.
 		return WriteDecision{Status: StatusBadRequest, Detail: "repair writes are accepted only from the node's own repair loop"}
 	}

@@ -7,7 +7,7 @@ import (
 	"github.com/raidq/raidq/stripe"
 )
 
-// Repair rules of the slot owner (DESIGN §4 incarnation, §6 repair).
+// Repair rules of the slot owner (docs/design.md#slot-store incarnation, §6 repair).
 
 // SetRepaired tells the owner how far repair has filled the time before
 // the node's birth: below upTo every slot this incarnation may have missed

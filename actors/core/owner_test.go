@@ -6,7 +6,7 @@ import (
 	"github.com/raidq/raidq/stripe"
 )
 
-// TestOwnerWrite checks every answer of Owner.Write (DESIGN §3.5, §4).
+// TestOwnerWrite checks every answer of Owner.Write (docs/design.md#write-path step 5, docs/design.md#slot-store).
 // Each case starts from a fresh owner of [base, base+1s), optionally with a
 // seal, an incarnation birth and a shard already written; now is the node
 // clock in the middle of the range unless the case says otherwise.

@@ -22,7 +22,7 @@ func (p Position) Less(o Position) bool {
 
 func (p Position) String() string { return fmt.Sprintf("%d:%d", p.Offset, p.Index) }
 
-// ReaderConfig holds one partition reader's rules (DESIGN §5).
+// ReaderConfig holds one partition reader's rules (docs/design.md#read-path).
 type ReaderConfig struct {
 	Params quorum.Params
 	// Window is the widest scan, in ns.

@@ -11,7 +11,7 @@ import (
 //
 // A row whose stripe might be committed but cannot be decoded from the
 // nodes heard (quorum.InDoubt) holds the reader back for InDoubtWait and
-// the look-ahead. After that the reader moves on, as DESIGN §5 says, but
+// the look-ahead. After that the reader moves on, as docs/design.md#read-path says, but
 // it does not forget the row: the row is deferred. The reader keeps
 // re-asking its unheard nodes, backing off from DeferredRescan to
 // MaxDeferredRescan, and settles it when the answers allow: decodable

@@ -7,7 +7,7 @@ import (
 	"github.com/raidq/raidq/stripe/quorum"
 )
 
-// Repair (DESIGN §6): the pure decisions of one node's repair loop for one
+// Repair (docs/design.md#repair-and-scrub): the pure decisions of one node's repair loop for one
 // partition where it holds ensemble position Pos. The repair actor scans a
 // range's shard headers on every other node of the ensemble, reads its own
 // slots, and asks PlanRange what to do; for each Fix it fetches k whole

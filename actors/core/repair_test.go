@@ -10,7 +10,7 @@ import (
 	"github.com/raidq/raidq/stripe"
 )
 
-// TestRepairOwnerWrite checks every answer of Owner.RepairWrite (DESIGN §6).
+// TestRepairOwnerWrite checks every answer of Owner.RepairWrite (docs/design.md#repair-and-scrub).
 func TestRepairOwnerWrite(t *testing.T) {
 	mid := base + RangeNanos/2
 	a := encode(t, sid(0, 1), mid, 2)

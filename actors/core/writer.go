@@ -138,7 +138,7 @@ type stripeState struct {
 }
 
 // Writer is the pure write logic of one producer for one partition
-// (DESIGN §3 steps 2, 5, 6, 7). It is owned by one producer actor.
+// (docs/design.md#write-path steps 2, 5, 6, 7). It is owned by one producer actor.
 type Writer struct {
 	cfg  WriterConfig
 	last uint64 // highest offset handed out that still binds (see rollBack)
@@ -296,7 +296,7 @@ func (w *Writer) progress(now int64, rnd Rand, st *stripeState) WriterOutput {
 	}
 	last := st.attempts[len(st.attempts)-1]
 	if st.committed {
-		// DESIGN §3.7: a committed stripe that met a conflict has less
+		// docs/design.md#write-path step 7: a committed stripe that met a conflict has less
 		// redundancy than the others; write it once more elsewhere. The
 		// same holds for any refusal by a live node (SEALED after a late
 		// arrival, BUSY, a store error): with W = k such a stripe may have

@@ -1,5 +1,5 @@
 // Package fanout publishes every partition's decoded records to
-// raidq.<cluster>.deliver.<topic>.<partition> (DESIGN §8), so any NATS
+// raidq.<cluster>.deliver.<topic>.<partition> (docs/design.md#consumers-groups-and-fencing), so any NATS
 // client can subscribe and a partition is decoded once however many
 // subscribers there are.
 //

@@ -15,7 +15,7 @@ import (
 	"github.com/raidq/raidq/stripe"
 )
 
-// Headers of a delivered message (DESIGN §8). A subscriber on
+// Headers of a delivered message (docs/design.md#consumers-groups-and-fencing). A subscriber on
 // raidq.<cluster>.deliver.<topic>.<partition> gets one NATS message per
 // record: the payload is the record's value, and
 //

@@ -119,7 +119,7 @@ func (h *holding) follow() bool {
 // margin is how far behind this node's clock a record written from now on
 // may be: an owner refuses offsets older than its clock minus the accept
 // window, and the read delay D covers that window plus the clock skew
-// between nodes (DESIGN §2), so D is enough.
+// between nodes (docs/design.md#the-arithmetic), so D is enough.
 func (h *holding) margin() time.Duration {
 	if t, err := h.j.m.cfg.Catalog.Topic(h.j.k.topic); err == nil && t.Params.ReadDelay > 0 {
 		return t.Params.ReadDelay

@@ -123,7 +123,7 @@ func (p *Producer) Failed(records int) {
 }
 
 // Attempt counts one stripe attempt; retry says it was a retry at a fresh
-// offset, rewrite that it rewrites a committed stripe (DESIGN §3.7).
+// offset, rewrite that it rewrites a committed stripe (docs/design.md#write-path step 7).
 func (p *Producer) Attempt(retry, rewrite bool) {
 	if p == nil {
 		return

@@ -125,7 +125,7 @@ func values(from, to int) []string {
 
 // quiesce waits until every slot any live node holds in tp is held by
 // every live node: all shards sent so far have landed (one producer, no
-// conflicts, so every attempt went to all of them). DESIGN §2: a stripe
+// conflicts, so every attempt went to all of them). docs/design.md#the-arithmetic: a stripe
 // survives n-k losses only once its remaining shards have landed.
 func (c *miniCluster) quiesce(tp *meta.Topic, live []int) {
 	c.t.Helper()

@@ -22,7 +22,7 @@ import (
 const defaultOwnerIdle = 5 * time.Second
 
 // ownerActor is the slot-owner of one offset range of one partition on one
-// node (DESIGN §4). It is the only writer of its slots: every write and
+// node (docs/design.md#slot-store). It is the only writer of its slots: every write and
 // scan of the range passes through its mailbox, so check-then-insert is
 // race free. It calls core.Owner and carries out the effects: commit to the
 // store (group commit; reply after fsync), seal, scan.

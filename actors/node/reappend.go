@@ -16,7 +16,7 @@ import (
 	"github.com/raidq/raidq/stripe"
 )
 
-// Re-append of in-doubt stripes (DESIGN §5): a reader that skipped an
+// Re-append of in-doubt stripes (docs/design.md#read-path): a reader that skipped an
 // offset as in doubt publishes it on raidq.<cluster>.indoubt.<topic>.<p>;
 // the repair loop of every node of the partition's ensemble queues it and
 // looks again on each pass. Once the stripe proves decodable there (a dead

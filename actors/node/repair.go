@@ -20,7 +20,7 @@ import (
 	"github.com/raidq/raidq/stripe"
 )
 
-// A node's maintenance (DESIGN §4, §6): three supervised loop actors,
+// A node's maintenance (docs/design.md#slot-store, docs/design.md#repair-and-scrub): three supervised loop actors,
 // children of the node actor, each running one pass at a time on a
 // goroutine of its own (the actor only schedules, so it never blocks):
 //

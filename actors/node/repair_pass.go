@@ -282,7 +282,7 @@ func (m *maintenance) fix(ctx context.Context, t *meta.Topic, p uint32, rc core.
 		return true
 	case st == bus.StatusConflict:
 		// Another good shard holds the slot (the producer's rewrite rule,
-		// DESIGN §3.7, covers its stripe): nothing to repair here.
+		// docs/design.md#write-path step 7, covers its stripe): nothing to repair here.
 		m.log.Info("repair: slot holds another stripe", "topic", t.Name, "partition", p, "offset", f.Offset, "detail", detail)
 		return true
 	}

@@ -9,7 +9,7 @@ import (
 	"github.com/raidq/raidq/slotstore"
 )
 
-// Retention (DESIGN §4): offsets are time, so retention drops whole owner
+// Retention (docs/design.md#slot-store): offsets are time, so retention drops whole owner
 // ranges (slotstore.DropBefore), per topic:
 //
 //   - by time: every range entirely older than now - Retention

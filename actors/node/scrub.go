@@ -10,7 +10,7 @@ import (
 	"github.com/raidq/raidq/stripe"
 )
 
-// Scrub (DESIGN §6): a background pass that re-reads every shard this node
+// Scrub (docs/design.md#repair-and-scrub): a background pass that re-reads every shard this node
 // holds, rate limited, and checks it (both CRCs, and that it belongs at its
 // slot: index, offset, shape). A bad shard is logged, counted and handed
 // to the repair loop, which rebuilds it from k others and replaces it.

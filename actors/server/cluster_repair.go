@@ -7,7 +7,7 @@ import (
 	"github.com/raidq/raidq/slotstore"
 )
 
-// Test and drill helpers for repair (DESIGN §6): direct access to a node's
+// Test and drill helpers for repair (docs/design.md#repair-and-scrub): direct access to a node's
 // store, and wiping a node's data directory so that it comes back as a new
 // incarnation that repair refills.
 

@@ -396,7 +396,7 @@ func StartNodeContext(ctx context.Context, o NodeOptions) (n *Node, err error) {
 
 // startFanout starts the node's fan-out: for the partitions it holds it
 // competes for the lease and, holding it, publishes decoded records on
-// raidq.<cluster>.deliver.<topic>.<partition> (DESIGN §8).
+// raidq.<cluster>.deliver.<topic>.<partition> (docs/design.md#consumers-groups-and-fencing).
 func (n *Node) startFanout() error {
 	o := n.opts
 	c, err := actors.NewClient(actors.ClientConfig{Cluster: o.Cluster, Conn: n.nc, Catalog: n.catalog, Logger: o.Logger})

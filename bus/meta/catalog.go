@@ -12,7 +12,7 @@ import (
 
 // Catalog is an Catalog kept current by a KV watcher. Lookups read
 // the cache only, so nodes and producers keep working on it while the
-// metadata bucket is briefly unavailable (DESIGN §7).
+// metadata bucket is briefly unavailable (docs/design.md#metadata-in-jetstream-kv).
 type WatchedCatalog struct {
 	*StaticCatalog
 	w      jetstream.KeyWatcher

@@ -1,5 +1,5 @@
 // Package meta keeps raidq's metadata in NATS JetStream key-value buckets
-// (DESIGN §7): cluster members, topics and their ensembles, consumer group
+// (docs/design.md#metadata-in-jetstream-kv): cluster members, topics and their ensembles, consumer group
 // positions and leases. It is off the write path: nodes and producers work
 // from a cached catalog that a watcher keeps current.
 package meta

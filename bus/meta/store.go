@@ -346,7 +346,7 @@ var ErrReplace = errors.New("cannot replace node")
 const ReplaceQuiet = 10 * time.Second
 
 // ReplaceNode puts node new in old's ensemble positions in every topic
-// (raidq node --replace, DESIGN §4): each topic record is rewritten with a
+// (raidq node --replace, docs/design.md#slot-store): each topic record is rewritten with a
 // compare-and-set on its revision, so a concurrent change is re-read, and
 // old's member record is removed. No data moves: new starts as a fresh
 // incarnation and repair refills its positions. It returns the number of

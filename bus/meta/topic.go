@@ -85,7 +85,7 @@ const MaxPartitions = 4096
 
 // Catalog answers which topics exist. Implementations are safe for
 // concurrent use; nodes and clients read it on every request, so lookups
-// must be cheap and never block on the network (DESIGN §7: metadata is off
+// must be cheap and never block on the network (docs/design.md#metadata-in-jetstream-kv: metadata is off
 // the write path).
 type Catalog interface {
 	Topic(name string) (*Topic, error)

@@ -270,7 +270,7 @@ func TestCluster(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 
-	// A replicated KV bucket (the metadata store of DESIGN §7) works.
+	// A replicated KV bucket (the metadata store of docs/design.md#metadata-in-jetstream-kv) works.
 	nc := connect(t, servers[2], "admin")
 	js, err := nc.JetStream()
 	if err != nil {

@@ -411,7 +411,7 @@ func Run(ctx context.Context, cfg Config) (rep *Report, err error) {
 	}
 	rep.DrainS = time.Since(drainStart).Seconds()
 	// The live reader and the live group get 30s more (together) for
-	// in-doubt stripes that repair re-appends (DESIGN §5: delivered late
+	// in-doubt stripes that repair re-appends (docs/design.md#read-path: delivered late
 	// rather than lost).
 	want, late := r.hist.ackedSet(), time.Now().Add(30*time.Second)
 	ldels, lids, lcorrupt := r.live.stop(want, late)

@@ -12,7 +12,7 @@ import (
 // liveReader is a second consumer that reads while the faults happen
 // (the after-load read-back starts only once everything is healed). It is
 // where in-doubt offsets show up: a reader that cannot hear a node gives
-// up on a partial stripe (DESIGN §5), and the claim is that such a stripe,
+// up on a partial stripe (docs/design.md#read-path), and the claim is that such a stripe,
 // if committed, is delivered late (repair re-appends it), never lost.
 type liveReader struct {
 	c     *raidq.Client

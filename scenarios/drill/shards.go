@@ -143,8 +143,8 @@ func (r *run) analyzeLost(rep *Report) []LostRecord {
 // redundancy opens every node's slot store (the nodes are stopped) and
 // counts, for every acked stripe, the good shards of it at the offset
 // that holds the most of them: its acked offset, or a full copy the
-// producer's rewrite (DESIGN §3.7) or an in-doubt re-append wrote
-// elsewhere when a racing stripe holds slots at the acked one. DESIGN §2
+// producer's rewrite (docs/design.md#write-path step 7) or an in-doubt re-append wrote
+// elsewhere when a racing stripe holds slots at the acked one. docs/design.md#the-arithmetic
 // promises n-k losses once the remaining shards land or are repaired, W-k
 // (0 by default) at the ack. The keys are shard counts ("6", "5", ...).
 func (r *run) redundancy() (map[string]int, error) {

@@ -136,7 +136,7 @@ func (s *sim) holders(id stripe.ID, off uint64) []int {
 // checkSameSequence: every reader delivered the same records at the same
 // positions as reader 0, except for "moved" stripes: a stripe committed at two
 // offsets (a retry that landed twice) may be delivered at the later copy by
-// a reader that found the earlier one in doubt, since DESIGN §5 skips an
+// a reader that found the earlier one in doubt, since docs/design.md#read-path skips an
 // in-doubt group whose copy is decodable later without waiting. Each such
 // offset must really hold an attempt of that stripe. Stripes a wipe left
 // unreadable are left out too: readers before the wipe delivered them,

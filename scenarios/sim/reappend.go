@@ -7,7 +7,7 @@ import (
 	"github.com/raidq/raidq/stripe"
 )
 
-// In-doubt re-append (DESIGN §5; actors/node/reappend.go and
+// In-doubt re-append (docs/design.md#read-path; actors/node/reappend.go and
 // actors.Client.Reappend). A reader's core.InDoubtReport is sent (a lossy
 // message) to every node; a node that is up queues it as a repair target.
 // Each pass looks at its targets first: a one-offset scan of the peers,

@@ -11,7 +11,7 @@ import (
 	"github.com/raidq/raidq/stripe"
 )
 
-// Repair (DESIGN §6; actors/repair_pass.go). With Config.RepairEvery set,
+// Repair (docs/design.md#repair-and-scrub; actors/repair_pass.go). With Config.RepairEvery set,
 // every node runs a repair pass that often: first the queued in-doubt
 // targets (reappend.go), then, for its partition, what core.RepairSpans
 // says (the gap below a reborn node's birth, and the rolling window),

@@ -7,7 +7,7 @@ import (
 	"github.com/raidq/raidq/stripe"
 )
 
-// Wipes (DESIGN §4 incarnation). Config.Wipes nodes crash, lose their
+// Wipes (docs/design.md#slot-store incarnation). Config.Wipes nodes crash, lose their
 // whole store (slots and seals) and restart as a new incarnation, with
 // their clock set back by up to Config.WipeClockBack (a replacement
 // machine not yet synced). The new incarnation's birth comes from cluster

@@ -1,4 +1,4 @@
-// Package quorum holds raidq's quorum arithmetic (DESIGN §2): the parameter
+// Package quorum holds raidq's quorum arithmetic (docs/design.md#the-arithmetic): the parameter
 // rules that bind n, k, W and the read/write verdicts that follow from them.
 // It is pure and tiny on purpose so that it can be checked exhaustively
 // against the naive versions in quick_test.go.
@@ -43,7 +43,7 @@ func Default() Params {
 // M is the number of parity shards.
 func (p Params) M() int { return p.N - p.K }
 
-// Validate checks every rule of DESIGN §2 and says which one failed.
+// Validate checks every rule of docs/design.md#the-arithmetic and says which one failed.
 func (p Params) Validate() error {
 	bad := func(format string, a ...any) error {
 		return fmt.Errorf("%w: "+format, append([]any{ErrInvalidParams}, a...)...)
@@ -111,7 +111,7 @@ func (v Verdict) String() string {
 }
 
 // Judge classifies a group of seen shards of one stripe at one offset, given
-// how many nodes of the ensemble were not heard from (DESIGN §5).
+// how many nodes of the ensemble were not heard from (docs/design.md#read-path).
 func (p Params) Judge(seen, unheard int) Verdict {
 	switch {
 	case seen >= p.K:
