@@ -5,22 +5,18 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"net/url"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"sync"
 	"syscall"
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/raidq/raidq/actors"
 	"github.com/raidq/raidq/actors/fanout"
 	"github.com/raidq/raidq/actors/node"
-	"github.com/raidq/raidq/bus"
 	"github.com/raidq/raidq/bus/meta"
 	"github.com/raidq/raidq/bus/natsserver"
 	"github.com/raidq/raidq/slotstore"
@@ -53,229 +49,6 @@ const (
 	embeddedConnName          = "raidq-node-"
 	defaultNodeConnectTimeout = 5 * time.Second
 )
-
-// NodeOptions configure one production storage node (`raidq node`): its
-// slot store, its NATS server (embedded, or an existing NATS system), its
-// metadata and its heartbeat.
-type NodeOptions struct {
-	// ID names the node (required; a NATS subject token). With an embedded
-	// server it is also the NATS server name, unique in the NATS cluster.
-	ID string
-	// DataDir holds the slot store (DataDir/slots) and, with an embedded
-	// server, JetStream's files (DataDir/nats/jetstream). Required.
-	DataDir string
-	// Cluster is the raidq cluster name (subject token, metadata bucket
-	// names, and the NATS cluster name of an embedded server). Default "raidq".
-	Cluster string
-
-	// Listen is the embedded server's client address, host:port (default
-	// 127.0.0.1:4222; port -1 picks a free port).
-	Listen string
-	// ClusterListen is the embedded server's route address, host:port;
-	// empty runs a single server. Routes are the route URLs
-	// (nats-route://host:port) of every server of the NATS cluster; give
-	// the full list on every server (this server's own URL is fine), since
-	// clustered JetStream sizes its meta group from it.
-	ClusterListen string
-	Routes        []string
-	// JetStreamMaxMemory and JetStreamMaxStore bound the embedded server's
-	// JetStream (default 64 MiB and 1 GiB: it only holds metadata).
-	JetStreamMaxMemory int64
-	JetStreamMaxStore  int64
-
-	// NATSURL joins an existing NATS system (JetStream enabled) instead of
-	// embedding a server; Listen, ClusterListen and Routes must be empty.
-	NATSURL string
-	// NATSOptions are extra nats.Connect options (credentials, TLS) for NATSURL.
-	NATSOptions []nats.Option
-
-	// NoSync acknowledges writes before fsync (--no-fsync).
-	NoSync bool
-	// ClockBound: the node refuses writes (CLOCK_OFF) while its clock is
-	// further than this from its peers' median (0: 1s; negative: never).
-	ClockBound time.Duration
-	// ReplyDelay makes the node answer every request this late: a slow
-	// node for failure drills (hidden flag --reply-delay). Zero: none.
-	ReplyDelay time.Duration
-	// Insecure allows a node without authentication (ErrNoAuth otherwise).
-	Insecure bool
-	// Auth turns on authentication and subject permissions on the
-	// embedded server (the users of an auth file, --auth; see
-	// node_security.go and docs/security.md); the node then starts without
-	// Insecure. TLS makes the client port require TLS and the route port
-	// mutual TLS (--tls-cert, --tls-key, --tls-ca).
-	Auth *natsserver.AuthConfig
-	TLS  *natsserver.TLSFiles
-	// NATSAuthenticated says NATSOptions carry credentials for NATSURL:
-	// the node then starts without Insecure.
-	NATSAuthenticated bool
-
-	// MetaReplicas is the replica count of the metadata buckets; 0 means
-	// min(5, servers): the servers of Routes for an embedded server, the
-	// servers the NATS connection knows of otherwise.
-	MetaReplicas int
-	// MetaTimeout bounds the wait for JetStream (meta leader, enough
-	// servers for the replicas) at start (default 60s).
-	MetaTimeout time.Duration
-	// Heartbeat is how often the member record is refreshed (default 2s).
-	Heartbeat time.Duration
-
-	// Repair tunes the node's repair, scrub and retention loops (zero
-	// value: the defaults of node.RepairConfig; flags --repair-rate,
-	// --repair-interval, --scrub-interval, --scrub-rate).
-	Repair node.RepairConfig
-
-	// Replace is the id of a dead node whose ensemble positions this node
-	// takes over (--replace OLD_ID): at start, every topic's ensembles get
-	// this node in OLD_ID's place (metadata only, no data moves) and repair
-	// refills the positions. The data directory must be newer than those
-	// topics (normally empty: a new incarnation), and OLD_ID's heartbeat
-	// must have been silent for meta.ReplaceQuiet.
-	Replace string
-
-	// Metrics receives the node's Prometheus metrics (nil: none).
-	Metrics *prometheus.Registry
-
-	// Logger receives the node's logs (nil: slog.Default()).
-	Logger *slog.Logger
-	// Now is the node clock (unix ns) for the node and its heartbeat; nil = time.Now.
-	Now func() int64
-}
-
-func (o *NodeOptions) check() error {
-	if o.Logger == nil {
-		o.Logger = slog.Default()
-	}
-	if o.Cluster == "" {
-		o.Cluster = DefaultCluster
-	}
-	if o.Now == nil {
-		o.Now = func() int64 { return time.Now().UnixNano() }
-	}
-	if o.MetaTimeout <= 0 {
-		o.MetaTimeout = DefaultMetaTimeout
-	}
-	if o.Heartbeat <= 0 {
-		o.Heartbeat = DefaultHeartbeat
-	}
-	if o.JetStreamMaxMemory <= 0 {
-		o.JetStreamMaxMemory = DefaultNodeJSMaxMemory
-	}
-	if o.JetStreamMaxStore <= 0 {
-		o.JetStreamMaxStore = DefaultNodeJSMaxStore
-	}
-	if o.ID == "" {
-		return errors.New("node: an id is required (--id)")
-	}
-	if err := bus.ValidName("node id", o.ID); err != nil {
-		return fmt.Errorf("node: --id: %w", err)
-	}
-	if err := bus.ValidName("cluster", o.Cluster); err != nil {
-		return fmt.Errorf("node: --cluster: %w", err)
-	}
-	if o.DataDir == "" {
-		return errors.New("node: a data directory is required (--data)")
-	}
-	if o.MetaReplicas < 0 || o.MetaReplicas > MaxMetaReplicas {
-		return fmt.Errorf("node: metadata replicas %d: must be 1..%d (0 = automatic)", o.MetaReplicas, MaxMetaReplicas)
-	}
-	if o.NATSURL != "" {
-		if o.Listen != "" || o.ClusterListen != "" || len(o.Routes) > 0 {
-			return errors.New("node: --nats joins an existing NATS system; it cannot be combined with --listen, --cluster-listen or --routes")
-		}
-	} else {
-		if o.Listen == "" {
-			o.Listen = DefaultNodeListen
-		}
-		if _, _, err := splitHostPort(o.Listen); err != nil {
-			return fmt.Errorf("node: --listen: %w", err)
-		}
-		if o.ClusterListen != "" {
-			if _, p, err := splitHostPort(o.ClusterListen); err != nil {
-				return fmt.Errorf("node: --cluster-listen: %w", err)
-			} else if p == 0 {
-				return fmt.Errorf("node: --cluster-listen %q: a port is required", o.ClusterListen)
-			}
-		} else if len(o.Routes) > 0 {
-			return errors.New("node: --routes needs --cluster-listen (the address other servers route to)")
-		}
-		for _, r := range o.Routes {
-			if _, err := routeHostPort(r); err != nil {
-				return fmt.Errorf("node: --routes: %w", err)
-			}
-		}
-	}
-	if o.Replace != "" {
-		if err := bus.ValidName("node id", o.Replace); err != nil {
-			return fmt.Errorf("node: --replace: %w", err)
-		}
-		if o.Replace == o.ID {
-			return fmt.Errorf("node: --replace %s: a node cannot replace itself", o.Replace)
-		}
-	}
-	if err := checkRepair(o.Repair); err != nil {
-		return fmt.Errorf("node: %w", err)
-	}
-	return o.checkSecurity() // node_security.go
-}
-
-// checkRepair refuses repair settings that cannot be meant.
-func checkRepair(r node.RepairConfig) error {
-	switch {
-	case r.RateMBps < 0 || r.RateMBps > 10000:
-		return fmt.Errorf("--repair-rate %g MB/s: must be 0 (default 20) to 10000", r.RateMBps)
-	case r.ScrubRateMBps < 0 || r.ScrubRateMBps > 10000:
-		return fmt.Errorf("--scrub-rate %g MB/s: must be 0 (default 10) to 10000", r.ScrubRateMBps)
-	case r.Interval < 0 || (r.Interval > 0 && r.Interval < 100*time.Millisecond):
-		return fmt.Errorf("--repair-interval %s: must be at least 100ms (0: default 10s)", r.Interval)
-	case r.ScrubInterval > 0 && r.ScrubInterval < time.Second:
-		return fmt.Errorf("--scrub-interval %s: must be at least 1s (0: default 1h; negative: no scrub)", r.ScrubInterval)
-	}
-	return nil
-}
-
-// routeHostPort returns the host:port of a route URL.
-func routeHostPort(r string) (string, error) {
-	u, err := url.Parse(r)
-	if err != nil || u.Host == "" || u.Port() == "" {
-		return "", fmt.Errorf("route %q is not a URL like nats-route://host:port", r)
-	}
-	return u.Host, nil
-}
-
-// routeServers counts the servers of a NATS cluster from this server's
-// route address and its route list, which may or may not include this
-// server. A route with this server's port is taken to be this server (or,
-// on hosts that all use one port, means the list is full); without one,
-// this server is added. It can undercount by one (a list of the others
-// only, all on this port), never overcount: replicas above the number of
-// servers could never be placed.
-func routeServers(clusterListen string, routes []string) int {
-	if clusterListen == "" {
-		return 1
-	}
-	_, selfPort, _ := splitHostPort(clusterListen)
-	seen := make(map[string]bool)
-	listed := false
-	for _, r := range routes {
-		hp, err := routeHostPort(r)
-		if err != nil {
-			continue
-		}
-		h, p, _ := net.SplitHostPort(hp)
-		if h == "localhost" {
-			h = "127.0.0.1"
-		}
-		seen[net.JoinHostPort(h, p)] = true
-		if p == strconv.Itoa(selfPort) {
-			listed = true
-		}
-	}
-	if !listed {
-		return len(seen) + 1
-	}
-	return max(1, len(seen))
-}
 
 // Node is one running storage node (see StartNode).
 type Node struct {
@@ -323,33 +96,12 @@ func StartNodeContext(ctx context.Context, o NodeOptions) (n *Node, err error) {
 		}
 	}()
 
-	slots := filepath.Join(o.DataDir, nodeSlotsDir)
-	n.store, err = slotstore.Open(slots, slotstore.Options{NoSync: o.NoSync, Logger: log})
-	if err != nil {
-		if errors.Is(err, slotstore.ErrCorrupt) {
-			return nil, fmt.Errorf("node %s: the data directory %s is damaged; refusing to start: %w", o.ID, slots, err)
-		}
-		if errors.Is(err, syscall.EAGAIN) || errors.Is(err, syscall.EWOULDBLOCK) {
-			return nil, fmt.Errorf("node %s: the data directory %s is locked: is another node running on it? (%w)", o.ID, slots, err)
-		}
-		return nil, fmt.Errorf("node %s: open the slot store in %s: %w", o.ID, slots, err)
+	if err := n.openStore(); err != nil {
+		return nil, err
 	}
-
-	servers := 1
-	if o.NATSURL == "" {
-		if err := n.startServer(); err != nil {
-			return nil, err
-		}
-		servers = routeServers(o.ClusterListen, o.Routes)
-	} else {
-		nopts := append([]nats.Option{nats.Name(embeddedConnName + o.ID), nats.Timeout(defaultNodeConnectTimeout),
-			nats.MaxReconnects(-1)}, n.connHandlers()...)
-		nopts = append(nopts, o.NATSOptions...)
-		n.nc, err = nats.Connect(o.NATSURL, nopts...)
-		if err != nil {
-			return nil, fmt.Errorf("node %s: connect to NATS at %s: %w", o.ID, o.NATSURL, err)
-		}
-		servers = knownServers(n.nc)
+	servers, err := n.connect()
+	if err != nil {
+		return nil, err
 	}
 
 	replicas := o.MetaReplicas
@@ -380,18 +132,62 @@ func StartNodeContext(ctx context.Context, o NodeOptions) (n *Node, err error) {
 		return nil, err
 	}
 
+	n.startHeartbeat(ctx)
+	log.Info("node ready", "client_url", n.ClientURL(), "cluster", o.Cluster, "metadata_replicas", replicas,
+		"fsync", !o.NoSync, "topics", len(n.catalog.Names()))
+	return n, nil
+}
+
+// openStore opens the slot store in the data directory, saying plainly
+// when it is damaged or held by another process.
+func (n *Node) openStore() error {
+	o := n.opts
+	slots := filepath.Join(o.DataDir, nodeSlotsDir)
+	var err error
+	n.store, err = slotstore.Open(slots, slotstore.Options{NoSync: o.NoSync, Logger: n.log})
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, slotstore.ErrCorrupt):
+		return fmt.Errorf("node %s: the data directory %s is damaged; refusing to start: %w", o.ID, slots, err)
+	case errors.Is(err, syscall.EAGAIN) || errors.Is(err, syscall.EWOULDBLOCK):
+		return fmt.Errorf("node %s: the data directory %s is locked: is another node running on it? (%w)", o.ID, slots, err)
+	}
+	return fmt.Errorf("node %s: open the slot store in %s: %w", o.ID, slots, err)
+}
+
+// connect starts the embedded NATS server, or joins the NATS system at
+// NATSURL, and returns how many servers the metadata can count on.
+func (n *Node) connect() (servers int, err error) {
+	o := n.opts
+	if o.NATSURL == "" {
+		if err := n.startServer(); err != nil {
+			return 0, err
+		}
+		return routeServers(o.ClusterListen, o.Routes), nil
+	}
+	nopts := append([]nats.Option{nats.Name(embeddedConnName + o.ID), nats.Timeout(defaultNodeConnectTimeout),
+		nats.MaxReconnects(-1)}, n.connHandlers()...)
+	nopts = append(nopts, o.NATSOptions...)
+	n.nc, err = nats.Connect(o.NATSURL, nopts...)
+	if err != nil {
+		return 0, fmt.Errorf("node %s: connect to NATS at %s: %w", o.ID, o.NATSURL, err)
+	}
+	return knownServers(n.nc), nil
+}
+
+// startHeartbeat writes the first member record (a failure is logged:
+// the heartbeat keeps trying) and starts refreshing it every Heartbeat.
+func (n *Node) startHeartbeat(ctx context.Context) {
 	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	err = n.meta.PutMember(pctx, n.member())
+	err := n.meta.PutMember(pctx, n.member())
 	cancel()
 	if err != nil {
-		log.Warn("first member record not written; the heartbeat keeps trying", "err", err)
+		n.log.Warn("first member record not written; the heartbeat keeps trying", "err", err)
 	}
 	hctx, hcancel := context.WithCancel(context.Background())
 	n.hbCancel, n.hbDone = hcancel, make(chan struct{})
 	go n.heartbeat(hctx)
-	log.Info("node ready", "client_url", n.ClientURL(), "cluster", o.Cluster, "metadata_replicas", replicas,
-		"fsync", !o.NoSync, "topics", len(n.catalog.Names()))
-	return n, nil
 }
 
 // startFanout starts the node's fan-out: for the partitions it holds it
@@ -475,22 +271,7 @@ func (n *Node) openMeta(ctx context.Context, replicas, servers int) error {
 	start := time.Now()
 	done := make(chan struct{})
 	defer close(done)
-	go func() {
-		t := time.NewTicker(metaProgressEvery)
-		defer t.Stop()
-		for {
-			select {
-			case <-done:
-				return
-			case <-t.C:
-				args := []any{"waited", time.Since(start).Round(time.Second), "replicas", replicas, "servers_expected", servers}
-				if n.server != nil {
-					args = append(args, "routed_servers", n.server.NATS().NumRemotes())
-				}
-				n.log.Info("waiting for JetStream (meta leader and enough servers for the metadata replicas)", args...)
-			}
-		}
-	}()
+	go n.logMetaProgress(done, start, replicas, servers)
 	var err error
 	if n.server != nil {
 		// A JetStream API request sent before the meta leader is known is
@@ -524,22 +305,46 @@ func (n *Node) openMeta(ctx context.Context, replicas, servers int) error {
 			"(are enough servers of the route list up? --meta-replicas sets the replica count)",
 			o.ID, replicas, time.Since(start).Round(time.Millisecond), err)
 	}
-	// The catalog watch's first request can go unanswered while JetStream
-	// settles like the bucket open above: retry it with its own deadline.
+	if err := n.watchCatalog(ctx); err != nil {
+		return fmt.Errorf("node %s: watch the topic catalog (after %s): %w", o.ID, time.Since(start).Round(time.Millisecond), err)
+	}
+	n.log.Info("metadata ready", "replicas", replicas, "took", time.Since(start).Round(time.Millisecond))
+	return nil
+}
+
+// watchCatalog starts the topic catalog's watch. Its first request can go
+// unanswered while JetStream settles, like opening the buckets: each
+// attempt has its own deadline, until ctx ends.
+func (n *Node) watchCatalog(ctx context.Context) error {
+	var err error
 	for attempt := 1; ; attempt++ {
 		actx, acancel := context.WithTimeout(ctx, metaAttemptTimeout)
 		n.catalog, err = n.meta.WatchCatalog(actx)
 		acancel()
 		if err == nil || ctx.Err() != nil {
-			break
+			return err
 		}
 		n.log.Info("watching the topic catalog failed; retrying", "attempt", attempt, "err", err)
 	}
-	if err != nil {
-		return fmt.Errorf("node %s: watch the topic catalog (after %s): %w", o.ID, time.Since(start).Round(time.Millisecond), err)
+}
+
+// logMetaProgress logs, every metaProgressEvery until done closes, how
+// long the node has waited for JetStream and how many servers it sees.
+func (n *Node) logMetaProgress(done <-chan struct{}, start time.Time, replicas, servers int) {
+	t := time.NewTicker(metaProgressEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-done:
+			return
+		case <-t.C:
+			args := []any{"waited", time.Since(start).Round(time.Second), "replicas", replicas, "servers_expected", servers}
+			if n.server != nil {
+				args = append(args, "routed_servers", n.server.NATS().NumRemotes())
+			}
+			n.log.Info("waiting for JetStream (meta leader and enough servers for the metadata replicas)", args...)
+		}
 	}
-	n.log.Info("metadata ready", "replicas", replicas, "took", time.Since(start).Round(time.Millisecond))
-	return nil
 }
 
 // waitJetStreamCurrent waits until the embedded server's JetStream knows
