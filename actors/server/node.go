@@ -531,6 +531,13 @@ func (n *Node) Stats() *node.Stats { return n.node.Stats() }
 // corrupt data): the node must then be stopped, loudly.
 func (n *Node) Fatal() <-chan error { return n.fatal }
 
+// Close is Stop bounded by 30 s.
+func (n *Node) Close() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	return n.Stop(ctx)
+}
+
 // Stop leaves gracefully: stop the heartbeat, stop taking requests, let
 // in-flight writes reach the store and fsync, close the store, leave NATS
 // (shut the embedded server down). It is idempotent: later calls return
