@@ -59,8 +59,9 @@ func StatusWith(ctx context.Context, nc *nats.Conn, cluster string, o StatusOpti
 
 	q := &statusQuery{nc: nc, subj: subj, slowAfter: o.SlowAfter, ctx: ctx,
 		nodes: make(map[string]*bus.NodeStatus), ids: make(map[string]map[string]bool), done: make(chan struct{})}
+	// Every expected id is known before the first answer can check it.
+	q.expect = append(q.expect, o.Expect...)
 	for _, id := range o.Expect {
-		q.expect = append(q.expect, id)
 		q.ask(id)
 	}
 	ping, err := micro.ControlSubject(micro.PingVerb, bus.NodeServiceName, "")
