@@ -15,11 +15,17 @@ import (
 	"github.com/raidq/raidq/scenarios/bench"
 )
 
+// benchFlags are the flags of `raidq bench`.
+type benchFlags struct {
+	cfg              bench.Config
+	vs, linger       string
+	quiet, direct    bool
+	pipeline, repeat int
+	o                benchOutput
+}
+
 func benchCmd() *cobra.Command {
-	var cfg bench.Config
-	var vs, out, prefix, linger, jsonFile string
-	var asJSON, quiet, direct bool
-	var pipeline, repeat int
+	var f benchFlags
 	cmd := &cobra.Command{
 		Use:   "bench",
 		Short: "Benchmark raidq node processes, side by side with NATS JetStream (--vs jetstream)",
@@ -46,87 +52,109 @@ numbers compare the two systems under the same load, nothing more.`,
   raidq bench --vs jetstream --kill 2 --out docs/bench`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			switch strings.ToLower(vs) {
-			case "":
-			case "jetstream", "js", "nats":
-				cfg.VsJetStream = true
-			default:
-				return fmt.Errorf("--vs %q: only jetstream is supported", vs)
-			}
-			if repeat < 1 {
-				return fmt.Errorf("--repeat %d: must be >= 1", repeat)
-			}
-			if pipeline != 0 {
-				cfg.ProducerOptions = append(cfg.ProducerOptions, raidq.WithPipeline(pipeline))
-			}
-			cfg.Direct = direct
-			if linger != "" {
-				d, err := time.ParseDuration(linger)
-				if err != nil {
-					return fmt.Errorf("--linger: %w", err)
-				}
-				cfg.ProducerOptions = append(cfg.ProducerOptions, raidq.WithLinger(d))
-			}
-			bin, err := os.Executable()
-			if err != nil {
-				return fmt.Errorf("find this binary (it runs the nodes): %w", err)
-			}
-			cfg.Binary = bin
-			if !quiet {
-				cfg.Log = os.Stderr
-			}
-			fmt.Fprintln(os.Stderr, "raidq bench runs its servers without authentication, listening on 127.0.0.1 only")
-			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
-			defer stop()
-			if repeat > 1 {
-				return benchSeries(ctx, cmd, cfg, repeat, benchOutput{out, prefix, jsonFile, asJSON})
-			}
-			r, err := bench.Run(ctx, cfg)
-			if err != nil {
-				return err
-			}
-			if err := writeBenchFiles(r, benchOutput{out, prefix, jsonFile, asJSON}, r); err != nil {
-				return err
-			}
-			if asJSON {
-				return encodeJSON(cmd, r)
-			}
-			r.PrintTable(cmd.OutOrStdout())
-			return nil
+			return runBench(cmd, &f)
 		},
 	}
-	f := cmd.Flags()
-	f.StringVar(&vs, "vs", "", "also run the workload against: jetstream (three nats-server processes, R3 stream)")
-	f.IntVar(&cfg.Messages, "messages", 20000, "messages to publish (per system)")
-	f.IntVar(&cfg.Size, "size", 1024, "message size in bytes")
-	f.IntVar(&cfg.Publishers, "publishers", 16, "concurrent publishers")
-	f.BoolVar(&cfg.Async, "async", false, "publish asynchronously, --window sends outstanding per publisher")
-	f.IntVar(&cfg.Window, "window", 64, "outstanding sends per publisher with --async")
-	f.BoolVar(&cfg.Fsync, "fsync", true, "fsync before acknowledging (raidq default; JetStream sync_interval always); false: raidq --no-fsync, JetStream default")
-	f.IntVar(&cfg.Kill, "kill", 0, "raidq nodes to SIGKILL half-way (JetStream: the stream leader is killed)")
-	f.IntVar(&cfg.Slow, "slow", 0, "raidq nodes that answer --slow-delay late")
-	f.DurationVar(&cfg.SlowDelay, "slow-delay", 50*time.Millisecond, "how late the --slow nodes answer")
-	f.IntVar(&cfg.Partitions, "partitions", 1, "partitions of the raidq topic")
-	f.IntVar(&cfg.Warmup, "warmup", 500, "messages published before measuring")
-	f.DurationVar(&cfg.Settle, "settle", 3*time.Second, "pause between the warm-up and the measured workload")
-	f.StringVar(&linger, "linger", "", "raidq producer linger (default: the producer's)")
-	f.IntVar(&pipeline, "pipeline", 0, "raidq producer: stripes awaiting their ack before new batches linger (0: default; -1: always linger)")
-	f.BoolVar(&cfg.DiskProbe, "disk-probe", true, "with fsync on: first measure lock-step write+fdatasync of 1, 3 and 6 writers on the data directory's disk (the ceiling this machine sets)")
-	f.IntVar(&repeat, "repeat", 1, "run the whole comparison this many times and print the median, min and max of every ratio (charts get -<run> in their prefix; the JSON becomes {\"runs\": [...], \"ratio\": {...}})")
-	f.IntVar(&cfg.ServerProcs, "gomaxprocs", 0, "GOMAXPROCS of every server process, raidq's and JetStream's (0: Go's default, one per CPU)")
-	f.BoolVar(&direct, "direct", true, "raidq client: reach each node through its own NATS server (false: through the server the client connects to)")
-	f.BoolVar(&asJSON, "json", false, `print {"raidq": {...}, "jetstream": {...}, "ratio": {...}}`)
-	f.StringVar(&jsonFile, "json-file", "", "also write the JSON report to this file")
-	f.StringVar(&out, "out", "", "write PNG charts to this directory")
-	f.StringVar(&prefix, "prefix", "bench", "file name prefix of the charts")
-	f.StringVar(&cfg.Dir, "data", "", "data directory (default: a temporary one, removed afterwards)")
-	f.StringVar(&cfg.ProfileDir, "cpuprofile", "", "write CPU profiles of the client and of every server process to this directory")
-	f.BoolVarP(&quiet, "quiet", "q", false, "no progress lines on stderr")
-	f.BoolVar(&cfg.JetStreamOnly, "jetstream-only", false, "run only the JetStream side")
-	_ = f.MarkHidden("jetstream-only")
-	f.StringVar(&cfg.NodeBinary, "node-binary", "", "run the raidq nodes from this binary (another build, for before/after)")
-	_ = f.MarkHidden("node-binary")
+	f.register(cmd)
 	return cmd
+}
+
+// register defines the bench flags on cmd.
+func (b *benchFlags) register(cmd *cobra.Command) {
+	c := &b.cfg
+	f := cmd.Flags()
+	f.StringVar(&b.vs, "vs", "", "also run the workload against: jetstream (three nats-server processes, R3 stream)")
+	f.IntVar(&c.Messages, "messages", 20000, "messages to publish (per system)")
+	f.IntVar(&c.Size, "size", 1024, "message size in bytes")
+	f.IntVar(&c.Publishers, "publishers", 16, "concurrent publishers")
+	f.BoolVar(&c.Async, "async", false, "publish asynchronously, --window sends outstanding per publisher")
+	f.IntVar(&c.Window, "window", 64, "outstanding sends per publisher with --async")
+	f.BoolVar(&c.Fsync, "fsync", true, "fsync before acknowledging (raidq default; JetStream sync_interval always); false: raidq --no-fsync, JetStream default")
+	f.IntVar(&c.Kill, "kill", 0, "raidq nodes to SIGKILL half-way (JetStream: the stream leader is killed)")
+	f.IntVar(&c.Slow, "slow", 0, "raidq nodes that answer --slow-delay late")
+	f.DurationVar(&c.SlowDelay, "slow-delay", 50*time.Millisecond, "how late the --slow nodes answer")
+	f.IntVar(&c.Partitions, "partitions", 1, "partitions of the raidq topic")
+	f.IntVar(&c.Warmup, "warmup", 500, "messages published before measuring")
+	f.DurationVar(&c.Settle, "settle", 3*time.Second, "pause between the warm-up and the measured workload")
+	f.StringVar(&b.linger, "linger", "", "raidq producer linger (default: the producer's)")
+	f.IntVar(&b.pipeline, "pipeline", 0, "raidq producer: stripes awaiting their ack before new batches linger (0: default; -1: always linger)")
+	f.BoolVar(&c.DiskProbe, "disk-probe", true, "with fsync on: first measure lock-step write+fdatasync of 1, 3 and 6 writers on the data directory's disk (the ceiling this machine sets)")
+	f.IntVar(&b.repeat, "repeat", 1, "run the whole comparison this many times and print the median, min and max of every ratio (charts get -<run> in their prefix; the JSON becomes {\"runs\": [...], \"ratio\": {...}})")
+	f.IntVar(&c.ServerProcs, "gomaxprocs", 0, "GOMAXPROCS of every server process, raidq's and JetStream's (0: Go's default, one per CPU)")
+	f.BoolVar(&b.direct, "direct", true, "raidq client: reach each node through its own NATS server (false: through the server the client connects to)")
+	f.BoolVar(&b.o.asJSON, "json", false, `print {"raidq": {...}, "jetstream": {...}, "ratio": {...}}`)
+	f.StringVar(&b.o.jsonFile, "json-file", "", "also write the JSON report to this file")
+	f.StringVar(&b.o.out, "out", "", "write PNG charts to this directory")
+	f.StringVar(&b.o.prefix, "prefix", "bench", "file name prefix of the charts")
+	f.StringVar(&c.Dir, "data", "", "data directory (default: a temporary one, removed afterwards)")
+	f.StringVar(&c.ProfileDir, "cpuprofile", "", "write CPU profiles of the client and of every server process to this directory")
+	f.BoolVarP(&b.quiet, "quiet", "q", false, "no progress lines on stderr")
+	f.BoolVar(&c.JetStreamOnly, "jetstream-only", false, "run only the JetStream side")
+	_ = f.MarkHidden("jetstream-only")
+	f.StringVar(&c.NodeBinary, "node-binary", "", "run the raidq nodes from this binary (another build, for before/after)")
+	_ = f.MarkHidden("node-binary")
+}
+
+// runBench is `raidq bench`: one comparison (or --repeat of them), its
+// table or JSON on stdout, charts and the JSON file as asked.
+func runBench(cmd *cobra.Command, f *benchFlags) error {
+	if err := f.complete(); err != nil {
+		return err
+	}
+	fmt.Fprintln(os.Stderr, "raidq bench runs its servers without authentication, listening on 127.0.0.1 only")
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	if f.repeat > 1 {
+		return benchSeries(ctx, cmd, f.cfg, f.repeat, f.o)
+	}
+	r, err := bench.Run(ctx, f.cfg)
+	if err != nil {
+		return err
+	}
+	if err := writeBenchFiles(r, f.o, r); err != nil {
+		return err
+	}
+	if f.o.asJSON {
+		return encodeJSON(cmd, r)
+	}
+	r.PrintTable(cmd.OutOrStdout())
+	return nil
+}
+
+// complete checks the flags and turns them into f.cfg: the system to
+// compare with, producer options, this binary for the nodes, the log.
+func (f *benchFlags) complete() error {
+	cfg := &f.cfg
+	switch strings.ToLower(f.vs) {
+	case "":
+	case "jetstream", "js", "nats":
+		cfg.VsJetStream = true
+	default:
+		return fmt.Errorf("--vs %q: only jetstream is supported", f.vs)
+	}
+	if f.repeat < 1 {
+		return fmt.Errorf("--repeat %d: must be >= 1", f.repeat)
+	}
+	if f.pipeline != 0 {
+		cfg.ProducerOptions = append(cfg.ProducerOptions, raidq.WithPipeline(f.pipeline))
+	}
+	cfg.Direct = f.direct
+	if f.linger != "" {
+		d, err := time.ParseDuration(f.linger)
+		if err != nil {
+			return fmt.Errorf("--linger: %w", err)
+		}
+		cfg.ProducerOptions = append(cfg.ProducerOptions, raidq.WithLinger(d))
+	}
+	bin, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("find this binary (it runs the nodes): %w", err)
+	}
+	cfg.Binary = bin
+	if !f.quiet {
+		cfg.Log = os.Stderr
+	}
+	return nil
 }
 
 // benchOutput is where a bench run's results go besides the table.

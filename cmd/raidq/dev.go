@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -14,10 +15,15 @@ import (
 	"github.com/spf13/cobra"
 )
 
+// devFlags are the flags of `raidq dev`.
+type devFlags struct {
+	cfg                   server.LocalClusterConfig
+	logLevel, metricsAddr string
+	sec                   devSecurityFlags // security_dev.go
+}
+
 func devCmd() *cobra.Command {
-	var cfg server.LocalClusterConfig
-	var logLevel, metricsAddr string
-	var sec devSecurityFlags // security_dev.go
+	var f devFlags
 	cmd := &cobra.Command{
 		Use:   "dev",
 		Short: "Run a development cluster in this process: one NATS server, N nodes, metadata in KV",
@@ -40,65 +46,84 @@ a local CA and a server certificate in DATA/tls (kept across restarts)
 and prints the CA file to pass to clients with --tls-ca.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			log, err := newLogger(logLevel)
-			if err != nil {
-				return err
-			}
-			cfg.Logger = log
-			if cfg.Listen == "" {
-				return fmt.Errorf("--listen: a host:port is required")
-			}
-			if cfg.Dir == "" {
-				dir, err := os.MkdirTemp("", "raidq-dev-")
-				if err != nil {
-					return err
-				}
-				defer os.RemoveAll(dir)
-				cfg.Dir = dir
-			}
-			if err := sec.apply(&cfg); err != nil {
-				return err
-			}
-			if metricsAddr != "" {
-				reg := metrics.NewProcessRegistry()
-				stopMetrics, err := metrics.ServeMetrics(metricsAddr, reg)
-				if err != nil {
-					return fmt.Errorf("--metrics: %w", err)
-				}
-				defer stopMetrics()
-				cfg.Metrics = reg
-			}
-			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-			defer stop()
-			lc, err := server.StartLocalCluster(cfg)
-			if err != nil {
-				return fmt.Errorf("dev cluster: %w", err)
-			}
-			defer lc.Close()
-			out := cmd.OutOrStdout()
-			ids := lc.NodeIDs()
-			dirs := make([]string, len(ids))
-			for i := range ids {
-				dirs[i] = filepath.Join(cfg.Dir, fmt.Sprintf("node-%d", i))
-			}
-			fmt.Fprintf(out, "raidq dev: cluster %q listening on %s (JetStream on, metadata in KV)\n", cfg.Cluster, lc.ClientURL())
-			fmt.Fprintf(out, "nodes: %s (data in %s)\n", strings.Join(ids, " "), cfg.Dir)
-			sec.describe(out, &cfg, lc.ClientURL()) // security_dev.go: auth, TLS and a command to try
-			fmt.Fprintln(out, "press Ctrl-C to stop")
-			<-ctx.Done()
-			stop() // a second signal exits at once
-			fmt.Fprintln(out, "stopping")
-			return nil
+			return runDev(cmd, &f)
 		},
 	}
-	f := cmd.Flags()
-	f.IntVar(&cfg.Nodes, "nodes", 6, "storage nodes")
-	f.StringVar(&cfg.Dir, "data", "", "data directory (default: a temporary directory removed at exit)")
-	f.StringVar(&cfg.Listen, "listen", server.DefaultNodeListen, "NATS client address host:port")
-	f.StringVar(&cfg.Cluster, "cluster", server.DefaultCluster, "raidq cluster name")
-	f.BoolVar(&cfg.NoSync, "no-fsync", false, "acknowledge writes before fsync (acknowledged data can be lost on power failure)")
-	f.StringVar(&logLevel, "log-level", "warn", "log level: debug, info, warn or error (text on stderr)")
-	f.StringVar(&metricsAddr, "metrics", "", "serve Prometheus metrics and /healthz on this address (host:port)")
-	sec.register(f)
+	f.register(cmd)
 	return cmd
+}
+
+// register defines the dev flags on cmd.
+func (d *devFlags) register(cmd *cobra.Command) {
+	f := cmd.Flags()
+	f.IntVar(&d.cfg.Nodes, "nodes", 6, "storage nodes")
+	f.StringVar(&d.cfg.Dir, "data", "", "data directory (default: a temporary directory removed at exit)")
+	f.StringVar(&d.cfg.Listen, "listen", server.DefaultNodeListen, "NATS client address host:port")
+	f.StringVar(&d.cfg.Cluster, "cluster", server.DefaultCluster, "raidq cluster name")
+	f.BoolVar(&d.cfg.NoSync, "no-fsync", false, "acknowledge writes before fsync (acknowledged data can be lost on power failure)")
+	f.StringVar(&d.logLevel, "log-level", "warn", "log level: debug, info, warn or error (text on stderr)")
+	f.StringVar(&d.metricsAddr, "metrics", "", "serve Prometheus metrics and /healthz on this address (host:port)")
+	d.sec.register(f)
+}
+
+// runDev is `raidq dev`: it starts the local cluster (in a temporary
+// directory without --data), describes it and runs it until a signal.
+func runDev(cmd *cobra.Command, f *devFlags) error {
+	cfg := &f.cfg
+	log, err := newLogger(f.logLevel)
+	if err != nil {
+		return err
+	}
+	cfg.Logger = log
+	if cfg.Listen == "" {
+		return fmt.Errorf("--listen: a host:port is required")
+	}
+	if cfg.Dir == "" {
+		dir, err := os.MkdirTemp("", "raidq-dev-")
+		if err != nil {
+			return err
+		}
+		defer os.RemoveAll(dir)
+		cfg.Dir = dir
+	}
+	if err := f.sec.apply(cfg); err != nil {
+		return err
+	}
+	if f.metricsAddr != "" {
+		reg := metrics.NewProcessRegistry()
+		stopMetrics, err := metrics.ServeMetrics(f.metricsAddr, reg)
+		if err != nil {
+			return fmt.Errorf("--metrics: %w", err)
+		}
+		defer stopMetrics()
+		cfg.Metrics = reg
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	lc, err := server.StartLocalCluster(*cfg)
+	if err != nil {
+		return fmt.Errorf("dev cluster: %w", err)
+	}
+	defer lc.Close()
+	out := cmd.OutOrStdout()
+	f.describe(out, lc)
+	fmt.Fprintln(out, "press Ctrl-C to stop")
+	<-ctx.Done()
+	stop() // a second signal exits at once
+	fmt.Fprintln(out, "stopping")
+	return nil
+}
+
+// describe prints where the running cluster lc listens, its nodes and
+// data directory, and how it is secured.
+func (f *devFlags) describe(out io.Writer, lc *server.LocalCluster) {
+	cfg := &f.cfg
+	ids := lc.NodeIDs()
+	dirs := make([]string, len(ids))
+	for i := range ids {
+		dirs[i] = filepath.Join(cfg.Dir, fmt.Sprintf("node-%d", i))
+	}
+	fmt.Fprintf(out, "raidq dev: cluster %q listening on %s (JetStream on, metadata in KV)\n", cfg.Cluster, lc.ClientURL())
+	fmt.Fprintf(out, "nodes: %s (data in %s)\n", strings.Join(ids, " "), cfg.Dir)
+	f.sec.describe(out, cfg, lc.ClientURL()) // security_dev.go: auth, TLS and a command to try
 }

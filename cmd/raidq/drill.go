@@ -18,11 +18,16 @@ import (
 	"github.com/raidq/raidq/scenarios/drill"
 )
 
+// drillFlags are the flags of `raidq drill`.
+type drillFlags struct {
+	cfg                           drill.Config
+	asJSON, verbose, list, docker bool
+	seeds                         []uint
+	dockerBinary                  string
+}
+
 func drillCmd() *cobra.Command {
-	var cfg drill.Config
-	var asJSON, verbose, list, docker bool
-	var seeds []uint
-	var dockerBinary string
+	var f drillFlags
 	cmd := &cobra.Command{
 		Use:   "drill NAME... | all",
 		Short: "Run failure drills against six `raidq node` processes and check that nothing acked is lost",
@@ -48,91 +53,19 @@ on 127.0.0.1 (--insecure) and are stopped at the end.`,
   raidq drill slow-2 --seed 7 --duration 20s --json
   raidq drill all --out ./drills`,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if list {
-				fmt.Fprint(cmd.OutOrStdout(), drillList())
-				return nil
-			}
-			if len(args) == 1 && args[0] == "security" { // security.go: auth, permissions, TLS, hostile input
-				o := securityDrillOptions{asJSON: asJSON, verbose: verbose}
-				o.cfg.Dir = cfg.Dir
-				return runSecurityDrill(cmd, o)
-			}
-			if len(args) == 0 {
-				return fmt.Errorf("name a drill (%s) or all", strings.Join(drill.Names(), ", "))
-			}
-			names := args
-			if len(args) == 1 && args[0] == "all" {
-				names = drill.Names()
-			}
-			for _, n := range names {
-				if drill.About(n) == "" {
-					return fmt.Errorf("unknown drill %q (known: %s, all)", n, strings.Join(drill.Names(), ", "))
-				}
-			}
-			if cfg.Binary == "" {
-				exe, err := os.Executable()
-				if err != nil {
-					return fmt.Errorf("find this binary to run the nodes (give --binary): %w", err)
-				}
-				cfg.Binary = exe
-			}
-			if docker {
-				cfg.Docker = &drill.DockerConfig{Binary: dockerBinary}
-			}
-			if len(seeds) == 0 {
-				seeds = []uint{uint(cfg.Seed)}
-			}
-			level := slog.LevelWarn
-			if verbose {
-				level = slog.LevelInfo
-			}
-			cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
-			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
-			defer stop()
-			var failures []string
-			for _, seed := range seeds {
-				for _, name := range names {
-					c := cfg
-					c.Scenario, c.Seed = name, uint64(seed)
-					if !cmd.Flags().Changed("duration") {
-						c.Duration = drill.DefaultDuration(name)
-					}
-					if !asJSON && !verbose && isTerminal(os.Stderr) {
-						c.Progress = drillProgress(name, c.Duration)
-					}
-					r, err := drill.Run(ctx, c)
-					if c.Progress != nil {
-						c.Progress(drill.Progress{Phase: "done"})
-					}
-					if err != nil {
-						return fmt.Errorf("drill %s (seed %d): %w", name, seed, err)
-					}
-					if asJSON {
-						if err := json.NewEncoder(cmd.OutOrStdout()).Encode(r); err != nil {
-							return err
-						}
-					} else {
-						printDrill(cmd.OutOrStdout(), r)
-					}
-					if !r.OK {
-						failures = append(failures, fmt.Sprintf("%s --seed %d", name, seed))
-						fmt.Fprintf(os.Stderr, "drill %s FAILED with seed %d: rerun with `raidq drill %s --seed %d --duration %s`\n",
-							name, seed, name, seed, c.Duration)
-					}
-				}
-			}
-			if len(failures) > 0 {
-				if len(failures) > 1 {
-					fmt.Fprintf(os.Stderr, "%d drills failed: %s\n", len(failures), strings.Join(failures, "; "))
-				}
-				return errFailed
-			}
-			return nil
+			return runDrill(cmd, args, &f)
 		},
 	}
+	f.register(cmd)
+	return cmd
+}
+
+// register defines the drill flags on cmd.
+func (d *drillFlags) register(cmd *cobra.Command) {
+	cfg := &d.cfg
 	f := cmd.Flags()
 	f.Uint64Var(&cfg.Seed, "seed", 1, "seed: which nodes get the faults, producer seeds, corrupted bytes")
-	f.UintSliceVar(&seeds, "seeds", nil, "run every drill once per seed (e.g. 1,2,3); overrides --seed")
+	f.UintSliceVar(&d.seeds, "seeds", nil, "run every drill once per seed (e.g. 1,2,3); overrides --seed")
 	f.DurationVar(&cfg.Duration, "duration", 30*time.Second, "how long the producers send (not given: 30s, hang 45s)")
 	f.IntVar(&cfg.Rate, "rate", 1000, "messages per second over all producers")
 	f.IntVar(&cfg.Producers, "producers", 4, "producers (each its own client; the conflict drill uses at least 16)")
@@ -148,12 +81,130 @@ on 127.0.0.1 (--insecure) and are stopped at the end.`,
 	f.DurationVar(&cfg.RepairWait, "repair-wait", 90*time.Second, "bound on the wait for full redundancy after the read-back")
 	f.BoolVar(&cfg.NoSync, "no-fsync", false, "run the nodes with --no-fsync")
 	f.StringVar(&cfg.NodeLogLevel, "node-log-level", "warn", "the nodes' --log-level (their logs stay in memory; tails are shown on failures)")
-	f.BoolVar(&docker, "docker", false, "run the nodes as containers built FROM scratch (needs a Docker engine; docs/drills.md)")
-	f.StringVar(&dockerBinary, "docker-binary", "", "with --docker: a static (CGO_ENABLED=0) raidq binary for the image (default: build one with go)")
-	f.BoolVar(&asJSON, "json", false, "print one JSON object per drill")
-	f.BoolVarP(&verbose, "verbose", "v", false, "log the drill's faults and phases on stderr")
-	f.BoolVar(&list, "list", false, "list the drills and exit")
-	return cmd
+	f.BoolVar(&d.docker, "docker", false, "run the nodes as containers built FROM scratch (needs a Docker engine; docs/drills.md)")
+	f.StringVar(&d.dockerBinary, "docker-binary", "", "with --docker: a static (CGO_ENABLED=0) raidq binary for the image (default: build one with go)")
+	f.BoolVar(&d.asJSON, "json", false, "print one JSON object per drill")
+	f.BoolVarP(&d.verbose, "verbose", "v", false, "log the drill's faults and phases on stderr")
+	f.BoolVar(&d.list, "list", false, "list the drills and exit")
+}
+
+// runDrill is `raidq drill`: it lists the drills, runs the security
+// drill, or runs every drill named in args once per seed. It returns
+// errFailed when a drill failed.
+func runDrill(cmd *cobra.Command, args []string, f *drillFlags) error {
+	if f.list {
+		fmt.Fprint(cmd.OutOrStdout(), drillList())
+		return nil
+	}
+	if len(args) == 1 && args[0] == "security" { // security.go: auth, permissions, TLS, hostile input
+		o := securityDrillOptions{asJSON: f.asJSON, verbose: f.verbose}
+		o.cfg.Dir = f.cfg.Dir
+		return runSecurityDrill(cmd, o)
+	}
+	names, err := drillNames(args)
+	if err != nil {
+		return err
+	}
+	if err := f.complete(); err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	var failures []string
+	for _, seed := range f.seeds {
+		for _, name := range names {
+			failure, err := runOneDrill(ctx, cmd, f, name, seed)
+			if err != nil {
+				return err
+			}
+			if failure != "" {
+				failures = append(failures, failure)
+			}
+		}
+	}
+	if len(failures) > 0 {
+		if len(failures) > 1 {
+			fmt.Fprintf(os.Stderr, "%d drills failed: %s\n", len(failures), strings.Join(failures, "; "))
+		}
+		return errFailed
+	}
+	return nil
+}
+
+// drillNames returns the drills args name ("all": every drill), or an
+// error for none or an unknown one.
+func drillNames(args []string) ([]string, error) {
+	if len(args) == 0 {
+		return nil, fmt.Errorf("name a drill (%s) or all", strings.Join(drill.Names(), ", "))
+	}
+	names := args
+	if len(args) == 1 && args[0] == "all" {
+		names = drill.Names()
+	}
+	for _, n := range names {
+		if drill.About(n) == "" {
+			return nil, fmt.Errorf("unknown drill %q (known: %s, all)", n, strings.Join(drill.Names(), ", "))
+		}
+	}
+	return names, nil
+}
+
+// complete fills in what the flags leave to defaults: the nodes' binary
+// (this one), the Docker backend, the seeds (--seed) and the logger.
+func (d *drillFlags) complete() error {
+	if d.cfg.Binary == "" {
+		exe, err := os.Executable()
+		if err != nil {
+			return fmt.Errorf("find this binary to run the nodes (give --binary): %w", err)
+		}
+		d.cfg.Binary = exe
+	}
+	if d.docker {
+		d.cfg.Docker = &drill.DockerConfig{Binary: d.dockerBinary}
+	}
+	if len(d.seeds) == 0 {
+		d.seeds = []uint{uint(d.cfg.Seed)}
+	}
+	level := slog.LevelWarn
+	if d.verbose {
+		level = slog.LevelInfo
+	}
+	d.cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	return nil
+}
+
+// runOneDrill runs drill name with seed and prints its report. It
+// returns the failed drill's "name --seed N" ("" if it passed), or an
+// error if it could not run.
+func runOneDrill(ctx context.Context, cmd *cobra.Command, f *drillFlags, name string, seed uint) (string, error) {
+	c := f.cfg
+	c.Scenario, c.Seed = name, uint64(seed)
+	if !cmd.Flags().Changed("duration") {
+		c.Duration = drill.DefaultDuration(name)
+	}
+	if !f.asJSON && !f.verbose && isTerminal(os.Stderr) {
+		c.Progress = drillProgress(name, c.Duration)
+	}
+	r, err := drill.Run(ctx, c)
+	if c.Progress != nil {
+		c.Progress(drill.Progress{Phase: "done"})
+	}
+	if err != nil {
+		return "", fmt.Errorf("drill %s (seed %d): %w", name, seed, err)
+	}
+	if f.asJSON {
+		if err := json.NewEncoder(cmd.OutOrStdout()).Encode(r); err != nil {
+			return "", err
+		}
+	} else {
+		printDrill(cmd.OutOrStdout(), r)
+	}
+	if r.OK {
+		return "", nil
+	}
+	fmt.Fprintf(os.Stderr, "drill %s FAILED with seed %d: rerun with `raidq drill %s --seed %d --duration %s`\n",
+		name, seed, name, seed, c.Duration)
+	return fmt.Sprintf("%s --seed %d", name, seed), nil
 }
 
 func drillList() string {
@@ -246,6 +297,8 @@ func repairRow(r *drill.RepairReport) string {
 	return s
 }
 
+// printDrill writes a drill's report: its events, the table, the
+// samples, notes, lost records and checks, then the verdict line.
 func printDrill(w io.Writer, r *drill.Report) {
 	if r.Skipped != "" {
 		fmt.Fprintf(w, "SKIPPED: drill %s, seed %d: %s\n\n", r.Scenario, r.Seed, r.Skipped)
@@ -259,6 +312,36 @@ func printDrill(w io.Writer, r *drill.Report) {
 	for _, e := range r.Events {
 		fmt.Fprintf(w, "  %7.2fs  %-5s  %s\n", e.T, e.Kind, e.What)
 	}
+	printDrillTable(w, r)
+	printDrillSamples(w, r)
+	for _, n := range r.Notes {
+		fmt.Fprintf(w, "  note: %s\n", n)
+	}
+	printLostRecords(w, r.LostRecords)
+	for _, c := range r.Checks {
+		mark := "ok  "
+		if !c.OK {
+			mark = "FAIL"
+		}
+		fmt.Fprintf(w, "  %s  %s", mark, c.Name)
+		if c.Detail != "" {
+			fmt.Fprintf(w, " (%s)", c.Detail)
+		}
+		fmt.Fprintln(w)
+	}
+	for _, f := range r.Files {
+		fmt.Fprintf(w, "  wrote %s\n", f)
+	}
+	if r.OK {
+		fmt.Fprintf(w, "OK: drill %s, seed %d: nothing acknowledged was lost%s\n\n", r.Scenario, r.Seed, groupVerdict(r.Group))
+	} else {
+		fmt.Fprintf(w, "FAILED: drill %s, seed %d%s\n\n", r.Scenario, r.Seed, groupVerdict(r.Group))
+	}
+}
+
+// printDrillTable writes the aligned table of the drill's counts,
+// latencies and phases.
+func printDrillTable(w io.Writer, r *drill.Report) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	rows := [][2]string{
 		{"load", fmt.Sprintf("%.0fs at %d msgs/s from %d producers", r.DurationS, r.Rate, r.Producers)},
@@ -289,6 +372,11 @@ func printDrill(w io.Writer, r *drill.Report) {
 			fmt.Sprintf("%.1f / %.1f / %.0f ms (%d acked)", ph.AckP50Ms, ph.AckP99Ms, ph.LongestAckGapMs, ph.Acked))
 	}
 	_ = tw.Flush()
+}
+
+// printDrillSamples writes the send errors and the live reader's and
+// live group's samples (missing records, duplicates, exits, stderr).
+func printDrillSamples(w io.Writer, r *drill.Report) {
 	if len(r.Errors) > 0 {
 		var es []string
 		for k, v := range r.Errors {
@@ -301,52 +389,37 @@ func printDrill(w io.Writer, r *drill.Report) {
 			fmt.Fprintf(w, "  LIVE MISSING %s\n", m)
 		}
 	}
-	if g := r.Group; g != nil {
-		fmt.Fprintf(w, "  live group %s: %s\n", g.Group, strings.Join(g.Members, ", "))
-		for _, m := range g.MissingSamples {
-			fmt.Fprintf(w, "  GROUP MISSING %s\n", m)
-		}
-		for _, x := range g.DuplicateSamples {
-			fmt.Fprintf(w, "  group duplicate %s\n", x)
-		}
-		for _, x := range g.ExitSamples {
-			fmt.Fprintf(w, "  GROUP EXIT %s\n", x)
-		}
-		for _, x := range g.StopFailures {
-			fmt.Fprintf(w, "  GROUP STOP %s\n", x)
-		}
-		for _, t := range g.StderrTails {
-			fmt.Fprintf(w, "  group member stderr, %s\n", strings.ReplaceAll(strings.TrimRight(t, "\n"), "\n", "\n        "))
-		}
+	g := r.Group
+	if g == nil {
+		return
 	}
-	for _, n := range r.Notes {
-		fmt.Fprintf(w, "  note: %s\n", n)
+	fmt.Fprintf(w, "  live group %s: %s\n", g.Group, strings.Join(g.Members, ", "))
+	for _, m := range g.MissingSamples {
+		fmt.Fprintf(w, "  GROUP MISSING %s\n", m)
 	}
-	for _, lr := range r.LostRecords {
+	for _, x := range g.DuplicateSamples {
+		fmt.Fprintf(w, "  group duplicate %s\n", x)
+	}
+	for _, x := range g.ExitSamples {
+		fmt.Fprintf(w, "  GROUP EXIT %s\n", x)
+	}
+	for _, x := range g.StopFailures {
+		fmt.Fprintf(w, "  GROUP STOP %s\n", x)
+	}
+	for _, t := range g.StderrTails {
+		fmt.Fprintf(w, "  group member stderr, %s\n", strings.ReplaceAll(strings.TrimRight(t, "\n"), "\n", "\n        "))
+	}
+}
+
+// printLostRecords writes every lost record analysed, with the shards
+// found near it.
+func printLostRecords(w io.Writer, lost []drill.LostRecord) {
+	for _, lr := range lost {
 		fmt.Fprintf(w, "  LOST %s partition %d offset %d index %d stripe %s (acked at %.2fs): %s\n",
 			lr.ID, lr.Partition, lr.Offset, lr.Index, lr.Stripe, lr.AckedAtS, lr.Summary)
 		for _, s := range lr.Shards {
 			fmt.Fprintf(w, "        %s offset %d shard %d same_stripe=%v repair=%v %s %s\n", s.Node, s.Offset, s.Shard, s.Same,
 				s.Repair, s.Stripe, s.Err)
 		}
-	}
-	for _, c := range r.Checks {
-		mark := "ok  "
-		if !c.OK {
-			mark = "FAIL"
-		}
-		fmt.Fprintf(w, "  %s  %s", mark, c.Name)
-		if c.Detail != "" {
-			fmt.Fprintf(w, " (%s)", c.Detail)
-		}
-		fmt.Fprintln(w)
-	}
-	for _, f := range r.Files {
-		fmt.Fprintf(w, "  wrote %s\n", f)
-	}
-	if r.OK {
-		fmt.Fprintf(w, "OK: drill %s, seed %d: nothing acknowledged was lost%s\n\n", r.Scenario, r.Seed, groupVerdict(r.Group))
-	} else {
-		fmt.Fprintf(w, "FAILED: drill %s, seed %d%s\n\n", r.Scenario, r.Seed, groupVerdict(r.Group))
 	}
 }

@@ -21,9 +21,7 @@ import (
 // embedded in raidq, built from this tree) with clustering and JetStream,
 // for `raidq bench --vs jetstream`. It is not part of a raidq cluster.
 func natsdCmd() *cobra.Command {
-	var o natsserver.ServerOptions
-	var listen, clusterListen, sync, logLevel string
-	var routes []string
+	var f natsdFlags
 	cmd := &cobra.Command{
 		Use:    "natsd",
 		Short:  "Run a plain clustered JetStream nats-server (benchmark baseline)",
@@ -37,60 +35,87 @@ default (2 minutes). It prints "natsd ready <client URL>" on stdout and
 runs until SIGTERM or SIGINT.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			log, err := newLogger(logLevel)
-			if err != nil {
-				return err
-			}
-			if o.Name == "" || o.StoreDir == "" {
-				return fmt.Errorf("natsd: --name and --data are required")
-			}
-			o.StoreDir = filepath.Join(o.StoreDir, "jetstream")
-			o.JetStream, o.Logger = true, log
-			if o.Host, o.Port, err = natsdHostPort(listen); err != nil {
-				return fmt.Errorf("natsd: --listen: %w", err)
-			}
-			if clusterListen != "" {
-				if o.ClusterHost, o.ClusterPort, err = natsdHostPort(clusterListen); err != nil {
-					return fmt.Errorf("natsd: --cluster-listen: %w", err)
-				}
-				if o.ClusterName == "" {
-					o.ClusterName = "jsbench"
-				}
-				o.Routes = splitList(routes)
-			}
-			switch s := strings.ToLower(sync); s {
-			case "", "default":
-			case "always":
-				o.SyncAlways = true
-			default:
-				if o.SyncInterval, err = time.ParseDuration(s); err != nil || o.SyncInterval <= 0 {
-					return fmt.Errorf("natsd: --sync %q: want always, default or a duration", sync)
-				}
-			}
-			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-			defer stop()
-			srv, err := natsserver.StartServer(o)
-			if err != nil {
-				return err
-			}
-			defer srv.Shutdown()
-			fmt.Fprintln(cmd.OutOrStdout(), "natsd ready", srv.ClientURL())
-			<-ctx.Done()
-			stop()
-			return nil
+			return runNatsd(cmd, &f)
 		},
 	}
-	f := cmd.Flags()
-	f.StringVar(&o.Name, "name", "", "server name (required; unique in the cluster)")
-	f.StringVar(&o.StoreDir, "data", "", "data directory (required): JetStream files in DATA/jetstream")
-	f.StringVar(&listen, "listen", "127.0.0.1:-1", "client address host:port (-1: any free port)")
-	f.StringVar(&clusterListen, "cluster-listen", "", "route address host:port (empty: a single server)")
-	f.StringSliceVar(&routes, "routes", nil, "route URLs of every server, comma-separated")
-	f.StringVar(&o.ClusterName, "cluster", "", "NATS cluster name (default jsbench)")
-	f.StringVar(&sync, "sync", "default", "JetStream sync: always, default, or a flush interval")
-	f.Int64Var(&o.MaxStore, "max-store", 8<<30, "JetStream file storage limit in bytes")
-	f.StringVar(&logLevel, "log-level", "warn", "log level: debug, info, warn or error (text on stderr)")
+	f.register(cmd)
 	return cmd
+}
+
+// natsdFlags are the flags of `raidq natsd`.
+type natsdFlags struct {
+	o                                     natsserver.ServerOptions
+	listen, clusterListen, sync, logLevel string
+	routes                                []string
+}
+
+// register defines the natsd flags on cmd.
+func (n *natsdFlags) register(cmd *cobra.Command) {
+	f := cmd.Flags()
+	f.StringVar(&n.o.Name, "name", "", "server name (required; unique in the cluster)")
+	f.StringVar(&n.o.StoreDir, "data", "", "data directory (required): JetStream files in DATA/jetstream")
+	f.StringVar(&n.listen, "listen", "127.0.0.1:-1", "client address host:port (-1: any free port)")
+	f.StringVar(&n.clusterListen, "cluster-listen", "", "route address host:port (empty: a single server)")
+	f.StringSliceVar(&n.routes, "routes", nil, "route URLs of every server, comma-separated")
+	f.StringVar(&n.o.ClusterName, "cluster", "", "NATS cluster name (default jsbench)")
+	f.StringVar(&n.sync, "sync", "default", "JetStream sync: always, default, or a flush interval")
+	f.Int64Var(&n.o.MaxStore, "max-store", 8<<30, "JetStream file storage limit in bytes")
+	f.StringVar(&n.logLevel, "log-level", "warn", "log level: debug, info, warn or error (text on stderr)")
+}
+
+// runNatsd is `raidq natsd`: it runs the server until SIGTERM or SIGINT.
+func runNatsd(cmd *cobra.Command, f *natsdFlags) error {
+	if err := f.complete(); err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	srv, err := natsserver.StartServer(f.o)
+	if err != nil {
+		return err
+	}
+	defer srv.Shutdown()
+	fmt.Fprintln(cmd.OutOrStdout(), "natsd ready", srv.ClientURL())
+	<-ctx.Done()
+	stop()
+	return nil
+}
+
+// complete checks the flags and turns them into the server's options
+// (f.o): logger, JetStream directory, addresses, routes, sync.
+func (f *natsdFlags) complete() error {
+	o := &f.o
+	log, err := newLogger(f.logLevel)
+	if err != nil {
+		return err
+	}
+	if o.Name == "" || o.StoreDir == "" {
+		return fmt.Errorf("natsd: --name and --data are required")
+	}
+	o.StoreDir = filepath.Join(o.StoreDir, "jetstream")
+	o.JetStream, o.Logger = true, log
+	if o.Host, o.Port, err = natsdHostPort(f.listen); err != nil {
+		return fmt.Errorf("natsd: --listen: %w", err)
+	}
+	if f.clusterListen != "" {
+		if o.ClusterHost, o.ClusterPort, err = natsdHostPort(f.clusterListen); err != nil {
+			return fmt.Errorf("natsd: --cluster-listen: %w", err)
+		}
+		if o.ClusterName == "" {
+			o.ClusterName = "jsbench"
+		}
+		o.Routes = splitList(f.routes)
+	}
+	switch s := strings.ToLower(f.sync); s {
+	case "", "default":
+	case "always":
+		o.SyncAlways = true
+	default:
+		if o.SyncInterval, err = time.ParseDuration(s); err != nil || o.SyncInterval <= 0 {
+			return fmt.Errorf("natsd: --sync %q: want always, default or a duration", f.sync)
+		}
+	}
+	return nil
 }
 
 // natsdHostPort parses host:port (port -1: any free port).

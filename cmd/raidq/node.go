@@ -22,10 +22,15 @@ import (
 // nodeStopTimeout bounds a graceful stop after SIGTERM/SIGINT.
 const nodeStopTimeout = 30 * time.Second
 
+// nodeFlags are the flags of `raidq node`.
+type nodeFlags struct {
+	o                                 server.NodeOptions
+	sec                               nodeSecurityFlags // security_flags.go
+	logLevel, configFile, metricsAddr string
+}
+
 func nodeCmd() *cobra.Command {
-	var o server.NodeOptions
-	var sec nodeSecurityFlags // security_flags.go
-	var logLevel, configFile, metricsAddr string
+	var f nodeFlags
 	cmd := &cobra.Command{
 		Use:   "node",
 		Short: "Run one storage node (slot store + embedded NATS server) until SIGTERM or SIGINT",
@@ -61,58 +66,70 @@ command line win; an unknown key is an error.`,
     --routes nats-route://h1:6222,nats-route://h2:6222,nats-route://h3:6222`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if configFile != "" {
-				if err := applyConfigFile(cmd.Flags(), configFile); err != nil {
-					return err
-				}
-			}
-			log, err := newLogger(logLevel)
-			if err != nil {
-				return err
-			}
-			o.Logger = log
-			o.Routes = splitList(o.Routes)
-			if err := sec.apply(&o); err != nil {
-				return err
-			}
-			if metricsAddr != "" {
-				reg := metrics.NewProcessRegistry()
-				stopMetrics, err := metrics.ServeMetrics(metricsAddr, reg)
-				if err != nil {
-					return fmt.Errorf("--metrics: %w", err)
-				}
-				defer stopMetrics()
-				o.Metrics = reg
-			}
-			return runNode(o)
+			return runNodeCmd(cmd, &f)
 		},
 	}
-	f := cmd.Flags()
-	f.StringVar(&o.ID, "id", "", "node id (required; unique in the cluster; also the NATS server name)")
-	f.StringVar(&o.DataDir, "data", "", "data directory (required): slot store in DATA/slots, JetStream in DATA/nats")
-	f.StringVar(&o.Cluster, "cluster", server.DefaultCluster, "raidq cluster name (subjects, metadata buckets, NATS cluster name)")
-	f.StringVar(&o.Listen, "listen", "", "NATS client address host:port (default "+server.DefaultNodeListen+")")
-	f.StringVar(&o.ClusterListen, "cluster-listen", "", "NATS route address host:port (empty: a single server)")
-	f.StringSliceVar(&o.Routes, "routes", nil, "route URLs of every server of the cluster, comma-separated (nats-route://host:port,...)")
-	f.StringVar(&o.NATSURL, "nats", "", "join this existing NATS system (JetStream on) instead of embedding a server")
-	f.IntVar(&o.MetaReplicas, "meta-replicas", 0, "replicas of the metadata buckets (0: min(5, servers))")
-	f.DurationVar(&o.MetaTimeout, "meta-timeout", server.DefaultMetaTimeout, "how long to wait at start for JetStream and the metadata")
-	f.BoolVar(&o.NoSync, "no-fsync", false, "acknowledge writes before fsync (acknowledged data can be lost on power failure)")
-	f.Float64Var(&o.Repair.RateMBps, "repair-rate", 20, "cap on repair traffic (header scans, shard fetches, rebuilt shards) in MB/s, so repair never starves writes")
-	f.DurationVar(&o.Repair.Interval, "repair-interval", 10*time.Second, "time between repair passes")
-	f.DurationVar(&o.Repair.ScrubInterval, "scrub-interval", time.Hour, "time between scrub passes (re-read every shard, check CRCs); negative: no scrub")
-	f.Float64Var(&o.Repair.ScrubRateMBps, "scrub-rate", 10, "cap on scrub reads in MB/s")
-	f.StringVar(&o.Replace, "replace", "", "take over the ensemble positions of this dead node (start on an empty --data; repair refills them)")
-	f.BoolVar(&o.Insecure, "insecure", false, "run without authentication (required unless --auth is given)")
-	sec.register(f)
-	f.StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn or error (text on stderr)")
-	f.StringVar(&metricsAddr, "metrics", "", "serve Prometheus metrics and /healthz on this address (host:port)")
-	f.StringVar(&configFile, "config", "", "read flags from this file (JSON or NATS-style key: value)")
-	// Failure drills only (raidq drill slow-2): answer every request late.
-	f.DurationVar(&o.ReplyDelay, "reply-delay", 0, "answer every request this late (failure drills: a slow node)")
-	f.DurationVar(&o.ClockBound, "max-clock-offset", node.DefaultClockBound, "refuse writes (CLOCK_OFF) while this node's clock is further than this from its peers' (negative: never check)")
-	_ = f.MarkHidden("reply-delay")
+	f.register(cmd)
 	return cmd
+}
+
+// register defines the node flags on cmd.
+func (n *nodeFlags) register(cmd *cobra.Command) {
+	f := cmd.Flags()
+	f.StringVar(&n.o.ID, "id", "", "node id (required; unique in the cluster; also the NATS server name)")
+	f.StringVar(&n.o.DataDir, "data", "", "data directory (required): slot store in DATA/slots, JetStream in DATA/nats")
+	f.StringVar(&n.o.Cluster, "cluster", server.DefaultCluster, "raidq cluster name (subjects, metadata buckets, NATS cluster name)")
+	f.StringVar(&n.o.Listen, "listen", "", "NATS client address host:port (default "+server.DefaultNodeListen+")")
+	f.StringVar(&n.o.ClusterListen, "cluster-listen", "", "NATS route address host:port (empty: a single server)")
+	f.StringSliceVar(&n.o.Routes, "routes", nil, "route URLs of every server of the cluster, comma-separated (nats-route://host:port,...)")
+	f.StringVar(&n.o.NATSURL, "nats", "", "join this existing NATS system (JetStream on) instead of embedding a server")
+	f.IntVar(&n.o.MetaReplicas, "meta-replicas", 0, "replicas of the metadata buckets (0: min(5, servers))")
+	f.DurationVar(&n.o.MetaTimeout, "meta-timeout", server.DefaultMetaTimeout, "how long to wait at start for JetStream and the metadata")
+	f.BoolVar(&n.o.NoSync, "no-fsync", false, "acknowledge writes before fsync (acknowledged data can be lost on power failure)")
+	f.Float64Var(&n.o.Repair.RateMBps, "repair-rate", 20, "cap on repair traffic (header scans, shard fetches, rebuilt shards) in MB/s, so repair never starves writes")
+	f.DurationVar(&n.o.Repair.Interval, "repair-interval", 10*time.Second, "time between repair passes")
+	f.DurationVar(&n.o.Repair.ScrubInterval, "scrub-interval", time.Hour, "time between scrub passes (re-read every shard, check CRCs); negative: no scrub")
+	f.Float64Var(&n.o.Repair.ScrubRateMBps, "scrub-rate", 10, "cap on scrub reads in MB/s")
+	f.StringVar(&n.o.Replace, "replace", "", "take over the ensemble positions of this dead node (start on an empty --data; repair refills them)")
+	f.BoolVar(&n.o.Insecure, "insecure", false, "run without authentication (required unless --auth is given)")
+	n.sec.register(f)
+	f.StringVar(&n.logLevel, "log-level", "info", "log level: debug, info, warn or error (text on stderr)")
+	f.StringVar(&n.metricsAddr, "metrics", "", "serve Prometheus metrics and /healthz on this address (host:port)")
+	f.StringVar(&n.configFile, "config", "", "read flags from this file (JSON or NATS-style key: value)")
+	// Failure drills only (raidq drill slow-2): answer every request late.
+	f.DurationVar(&n.o.ReplyDelay, "reply-delay", 0, "answer every request this late (failure drills: a slow node)")
+	f.DurationVar(&n.o.ClockBound, "max-clock-offset", node.DefaultClockBound, "refuse writes (CLOCK_OFF) while this node's clock is further than this from its peers' (negative: never check)")
+	_ = f.MarkHidden("reply-delay")
+}
+
+// runNodeCmd is `raidq node`: it reads --config, turns the flags into the
+// node's options, serves --metrics and runs the node (runNode).
+func runNodeCmd(cmd *cobra.Command, f *nodeFlags) error {
+	o := &f.o
+	if f.configFile != "" {
+		if err := applyConfigFile(cmd.Flags(), f.configFile); err != nil {
+			return err
+		}
+	}
+	log, err := newLogger(f.logLevel)
+	if err != nil {
+		return err
+	}
+	o.Logger = log
+	o.Routes = splitList(o.Routes)
+	if err := f.sec.apply(o); err != nil {
+		return err
+	}
+	if f.metricsAddr != "" {
+		reg := metrics.NewProcessRegistry()
+		stopMetrics, err := metrics.ServeMetrics(f.metricsAddr, reg)
+		if err != nil {
+			return fmt.Errorf("--metrics: %w", err)
+		}
+		defer stopMetrics()
+		o.Metrics = reg
+	}
+	return runNode(*o)
 }
 
 // runNode starts the node and runs it until a signal (graceful stop, nil)

@@ -19,17 +19,16 @@ import (
 	"github.com/raidq/raidq/bus"
 )
 
+// statusFlags are the flags of `raidq status`.
+type statusFlags struct {
+	url, creds, cluster string
+	timeout             time.Duration
+	asJSON              bool
+	auth                clientAuthFlags // security_flags.go
+}
+
 func statusCmd() *cobra.Command {
-	var url, creds, cluster string
-	var timeout time.Duration
-	var asJSON bool
-	var auth clientAuthFlags // security_flags.go
-	env := func(key, def string) string {
-		if v := os.Getenv(key); v != "" {
-			return v
-		}
-		return def
-	}
+	var f statusFlags
 	cmd := &cobra.Command{
 		Use:   "status",
 		Short: "Show the nodes of a cluster: health, clock skew, disk, load, write counters",
@@ -45,62 +44,89 @@ when a node that was found does not answer its status or reports a failed
 store.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if timeout <= 0 {
-				return fmt.Errorf("--timeout %v: must be positive", timeout)
-			}
-			parent := cmd.Context()
-			if parent == nil {
-				parent = context.Background()
-			}
-			ctx, stop := signal.NotifyContext(parent, os.Interrupt)
-			defer stop()
-			opts := []nats.Option{nats.Name("raidq-status"), nats.Timeout(timeout)}
-			aopts, err := auth.natsOptions(creds)
-			if err != nil {
-				return err
-			}
-			opts = append(opts, aopts...)
-			opts = append(opts, newRefusalReporter(cmd.ErrOrStderr()).option())
-			nc, err := nats.Connect(url, opts...)
-			if err != nil {
-				return fmt.Errorf("cannot reach NATS at %s: %w (is a raidq node or `raidq dev` running there?)", url, err)
-			}
-			defer nc.Close()
-			nodes, err := actors.StatusWith(ctx, nc, cluster, actors.StatusOptions{Timeout: timeout})
-			if errors.Is(err, actors.ErrNoNodes) {
-				return fmt.Errorf("no raidq node answered on %s (cluster %s): is a node running?", url, cluster)
-			}
-			if err != nil {
-				return fmt.Errorf("status of cluster %s on %s: %w", cluster, url, err)
-			}
-			if asJSON {
-				enc := json.NewEncoder(cmd.OutOrStdout())
-				enc.SetIndent("", "  ")
-				if err := enc.Encode(statusReport{Cluster: cluster, NATS: url, Checked: time.Now().UTC(), Nodes: nodes}); err != nil {
-					return err
-				}
-			} else {
-				printStatus(cmd.OutOrStdout(), nodes)
-			}
-			for _, n := range nodes {
-				if n.Health == bus.HealthNoAnswer || n.Health == bus.HealthFailed {
-					if !asJSON {
-						fmt.Fprintf(cmd.ErrOrStderr(), "raidq: node %s: %s\n", n.Node, n.Health)
-					}
-					return errFailed
-				}
-			}
-			return nil
+			return showStatus(cmd, &f)
 		},
 	}
-	f := cmd.Flags()
-	f.StringVar(&url, "nats", env("RAIDQ_NATS", "nats://127.0.0.1:4222"), "NATS URL of the cluster (env RAIDQ_NATS)")
-	f.StringVar(&creds, "creds", env("RAIDQ_CREDS", ""), "NATS credentials file (env RAIDQ_CREDS)")
-	f.StringVar(&cluster, "cluster", env("RAIDQ_CLUSTER", "raidq"), "raidq cluster name (env RAIDQ_CLUSTER)")
-	f.DurationVar(&timeout, "timeout", 2*time.Second, "how long to listen for nodes and their answers")
-	auth.register(f)
-	f.BoolVar(&asJSON, "json", false, "print one JSON object: cluster, nats, checked, nodes (each node's full status)")
+	f.register(cmd)
 	return cmd
+}
+
+// register defines the status flags on cmd.
+func (s *statusFlags) register(cmd *cobra.Command) {
+	f := cmd.Flags()
+	f.StringVar(&s.url, "nats", envOr("RAIDQ_NATS", "nats://127.0.0.1:4222"), "NATS URL of the cluster (env RAIDQ_NATS)")
+	f.StringVar(&s.creds, "creds", envOr("RAIDQ_CREDS", ""), "NATS credentials file (env RAIDQ_CREDS)")
+	f.StringVar(&s.cluster, "cluster", envOr("RAIDQ_CLUSTER", "raidq"), "raidq cluster name (env RAIDQ_CLUSTER)")
+	f.DurationVar(&s.timeout, "timeout", 2*time.Second, "how long to listen for nodes and their answers")
+	s.auth.register(f)
+	f.BoolVar(&s.asJSON, "json", false, "print one JSON object: cluster, nats, checked, nodes (each node's full status)")
+}
+
+// showStatus is `raidq status`: it asks every node for its status and
+// prints them. It returns errFailed when a node did not answer or
+// reports a failed store.
+func showStatus(cmd *cobra.Command, f *statusFlags) error {
+	if f.timeout <= 0 {
+		return fmt.Errorf("--timeout %v: must be positive", f.timeout)
+	}
+	parent := cmd.Context()
+	if parent == nil {
+		parent = context.Background()
+	}
+	ctx, stop := signal.NotifyContext(parent, os.Interrupt)
+	defer stop()
+	nc, err := f.connect(cmd)
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	nodes, err := actors.StatusWith(ctx, nc, f.cluster, actors.StatusOptions{Timeout: f.timeout})
+	if errors.Is(err, actors.ErrNoNodes) {
+		return fmt.Errorf("no raidq node answered on %s (cluster %s): is a node running?", f.url, f.cluster)
+	}
+	if err != nil {
+		return fmt.Errorf("status of cluster %s on %s: %w", f.cluster, f.url, err)
+	}
+	if err := f.print(cmd.OutOrStdout(), nodes); err != nil {
+		return err
+	}
+	for _, n := range nodes {
+		if n.Health == bus.HealthNoAnswer || n.Health == bus.HealthFailed {
+			if !f.asJSON {
+				fmt.Fprintf(cmd.ErrOrStderr(), "raidq: node %s: %s\n", n.Node, n.Health)
+			}
+			return errFailed
+		}
+	}
+	return nil
+}
+
+// connect connects to NATS at --nats with the credentials given,
+// reporting permission refusals on cmd's stderr.
+func (f *statusFlags) connect(cmd *cobra.Command) (*nats.Conn, error) {
+	opts := []nats.Option{nats.Name("raidq-status"), nats.Timeout(f.timeout)}
+	aopts, err := f.auth.natsOptions(f.creds)
+	if err != nil {
+		return nil, err
+	}
+	opts = append(opts, aopts...)
+	opts = append(opts, newRefusalReporter(cmd.ErrOrStderr()).option())
+	nc, err := nats.Connect(f.url, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("cannot reach NATS at %s: %w (is a raidq node or `raidq dev` running there?)", f.url, err)
+	}
+	return nc, nil
+}
+
+// print writes the nodes' status to w: the --json object or the table.
+func (f *statusFlags) print(w io.Writer, nodes []bus.NodeStatus) error {
+	if !f.asJSON {
+		printStatus(w, nodes)
+		return nil
+	}
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(statusReport{Cluster: f.cluster, NATS: f.url, Checked: time.Now().UTC(), Nodes: nodes})
 }
 
 // statusReport is the --json output.

@@ -431,7 +431,15 @@ func ratios(a, b *Result) map[string]float64 {
 
 // PrintTable writes the side-by-side table.
 func (r *Report) PrintTable(w io.Writer) {
-	wl := r.Workload
+	printWorkload(w, r.Workload)
+	cols, head := r.columns()
+	r.printMetrics(w, cols, head)
+	r.printNotes(w)
+	printSetups(w, cols)
+}
+
+// printWorkload writes the one-line description of the workload.
+func printWorkload(w io.Writer, wl WorkloadInfo) {
 	fs := "fsync on both sides (raidq fsync before OK, JetStream sync_interval always)"
 	if !wl.Fsync {
 		fs = "no fsync (raidq --no-fsync, JetStream default sync_interval 2 min)"
@@ -448,6 +456,11 @@ func (r *Report) PrintTable(w io.Writer) {
 		fmt.Fprintf(w, ", servers at GOMAXPROCS=%d", wl.ServerProcs)
 	}
 	fmt.Fprintln(w)
+}
+
+// columns returns the results the table shows, in column order, and the
+// table's header line (without its trailing tab).
+func (r *Report) columns() ([]*Result, string) {
 	var cols []*Result
 	head := "metric"
 	for _, res := range []*Result{r.RaidqHealthy, r.Raidq, r.RaidqHealthyAfter, r.JetStream} {
@@ -459,51 +472,73 @@ func (r *Report) PrintTable(w io.Writer) {
 	if r.JetStream != nil && r.Raidq != nil {
 		head += "\traidq/jetstream"
 	}
+	return cols, head
+}
+
+// metricTable writes one metric per row, one column per result, plus
+// the raidq/jetstream ratio column when both ran.
+type metricTable struct {
+	tw     *tabwriter.Writer
+	cols   []*Result
+	ratio  map[string]float64
+	ratios bool // show the ratio column
+}
+
+// row writes the metric name, get of every column and the ratio under
+// ratioKey (blank if there is none).
+func (t *metricTable) row(name, ratioKey string, get func(*Result) string) {
+	line := name
+	for _, c := range t.cols {
+		line += "\t" + get(c)
+	}
+	if t.ratios {
+		if v, ok := t.ratio[ratioKey]; ok {
+			line += fmt.Sprintf("\t%.2fx", v)
+		} else {
+			line += "\t"
+		}
+	}
+	fmt.Fprintln(t.tw, line+"\t")
+}
+
+// f0, f1 and f2 format a metric with 0, 1 and 2 decimals.
+func f0(f func(*Result) float64) func(*Result) string {
+	return func(x *Result) string { return fmt.Sprintf("%.0f", f(x)) }
+}
+
+func f1(f func(*Result) float64) func(*Result) string {
+	return func(x *Result) string { return fmt.Sprintf("%.1f", f(x)) }
+}
+
+func f2(f func(*Result) float64) func(*Result) string {
+	return func(x *Result) string { return fmt.Sprintf("%.2f", f(x)) }
+}
+
+// printMetrics writes the aligned table of metrics under head.
+func (r *Report) printMetrics(w io.Writer, cols []*Result, head string) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, head+"\t")
-	row := func(name, ratioKey string, get func(*Result) string) {
-		line := name
-		for _, c := range cols {
-			line += "\t" + get(c)
-		}
-		if r.JetStream != nil && r.Raidq != nil {
-			if v, ok := r.Ratio[ratioKey]; ok {
-				line += fmt.Sprintf("\t%.2fx", v)
-			} else {
-				line += "\t"
-			}
-		}
-		fmt.Fprintln(tw, line+"\t")
-	}
-	f0 := func(f func(*Result) float64) func(*Result) string {
-		return func(x *Result) string { return fmt.Sprintf("%.0f", f(x)) }
-	}
-	f1 := func(f func(*Result) float64) func(*Result) string {
-		return func(x *Result) string { return fmt.Sprintf("%.1f", f(x)) }
-	}
-	f2 := func(f func(*Result) float64) func(*Result) string {
-		return func(x *Result) string { return fmt.Sprintf("%.2f", f(x)) }
-	}
-	row("acked / failed", "", func(x *Result) string { return fmt.Sprintf("%d / %d", x.Acked, x.Failed) })
-	row("throughput msgs/s", "throughput_msgs_s", f0(func(x *Result) float64 { return x.ThroughputMsgsS }))
-	row("throughput MB/s", "", f1(func(x *Result) float64 { return x.ThroughputMBS }))
-	row("ack p50 ms", "ack_p50_ms", f2(func(x *Result) float64 { return x.AckP50Ms }))
-	row("ack p99 ms", "ack_p99_ms", f2(func(x *Result) float64 { return x.AckP99Ms }))
-	row("ack p999 ms", "ack_p999_ms", f2(func(x *Result) float64 { return x.AckP999Ms }))
-	row("ack max ms", "ack_max_ms", f1(func(x *Result) float64 { return x.AckMaxMs }))
-	row("longest ack gap ms", "longest_ack_gap_ms", f1(func(x *Result) float64 { return x.LongestAckGapMs }))
+	t := &metricTable{tw: tw, cols: cols, ratio: r.Ratio, ratios: r.JetStream != nil && r.Raidq != nil}
+	t.row("acked / failed", "", func(x *Result) string { return fmt.Sprintf("%d / %d", x.Acked, x.Failed) })
+	t.row("throughput msgs/s", "throughput_msgs_s", f0(func(x *Result) float64 { return x.ThroughputMsgsS }))
+	t.row("throughput MB/s", "", f1(func(x *Result) float64 { return x.ThroughputMBS }))
+	t.row("ack p50 ms", "ack_p50_ms", f2(func(x *Result) float64 { return x.AckP50Ms }))
+	t.row("ack p99 ms", "ack_p99_ms", f2(func(x *Result) float64 { return x.AckP99Ms }))
+	t.row("ack p999 ms", "ack_p999_ms", f2(func(x *Result) float64 { return x.AckP999Ms }))
+	t.row("ack max ms", "ack_max_ms", f1(func(x *Result) float64 { return x.AckMaxMs }))
+	t.row("longest ack gap ms", "longest_ack_gap_ms", f1(func(x *Result) float64 { return x.LongestAckGapMs }))
 	if r.Workload.Kill > 0 {
-		row("  longest gap at the kill ms", "kill_gap_ms", f1(func(x *Result) float64 { return x.KillGapMs }))
+		t.row("  longest gap at the kill ms", "kill_gap_ms", f1(func(x *Result) float64 { return x.KillGapMs }))
 	}
-	row("disk B / payload B", "disk_bytes_per_payload_byte", f2(func(x *Result) float64 { return x.DiskBytesPerPayloadByte }))
-	row("CPU s (servers+client)", "cpu_s", f1(func(x *Result) float64 { return x.CPUS }))
-	row("  servers / client", "", func(x *Result) string { return fmt.Sprintf("%.1f / %.1f", x.ServerCPUS, x.ClientCPUS) })
-	row("other processes' CPU s", "", f1(func(x *Result) float64 { return x.OtherCPUS }))
-	row("peak RSS MB (largest)", "peak_rss_mb", f0(func(x *Result) float64 { return x.PeakRSSMB }))
-	row("peak RSS MB (sum)", "", f0(func(x *Result) float64 { return x.TotalRSSMB }))
-	row("retries", "", func(x *Result) string { return fmt.Sprint(x.Retries) })
+	t.row("disk B / payload B", "disk_bytes_per_payload_byte", f2(func(x *Result) float64 { return x.DiskBytesPerPayloadByte }))
+	t.row("CPU s (servers+client)", "cpu_s", f1(func(x *Result) float64 { return x.CPUS }))
+	t.row("  servers / client", "", func(x *Result) string { return fmt.Sprintf("%.1f / %.1f", x.ServerCPUS, x.ClientCPUS) })
+	t.row("other processes' CPU s", "", f1(func(x *Result) float64 { return x.OtherCPUS }))
+	t.row("peak RSS MB (largest)", "peak_rss_mb", f0(func(x *Result) float64 { return x.PeakRSSMB }))
+	t.row("peak RSS MB (sum)", "", f0(func(x *Result) float64 { return x.TotalRSSMB }))
+	t.row("retries", "", func(x *Result) string { return fmt.Sprint(x.Retries) })
 	if r.Raidq != nil && r.Raidq.Stripes > 0 {
-		row("records per stripe", "", func(x *Result) string {
+		t.row("records per stripe", "", func(x *Result) string {
 			if x.Stripes == 0 {
 				return "-"
 			}
@@ -511,6 +546,11 @@ func (r *Report) PrintTable(w io.Writer) {
 		})
 	}
 	tw.Flush()
+}
+
+// printNotes writes the disk probes, the disk-pace estimate and the
+// slow-node ratio, each when there is one.
+func (r *Report) printNotes(w io.Writer) {
 	for _, p := range r.Disk {
 		fmt.Fprintf(w, "disk alone: %s\n", p)
 	}
@@ -522,12 +562,17 @@ func (r *Report) PrintTable(w io.Writer) {
 		}
 	}
 	if v, ok := r.Ratio["slow_p99_vs_healthy"]; ok {
-		fmt.Fprintf(w, "raidq ack p99 with %d slow nodes / healthy: %.2fx", wl.Slow, v)
+		fmt.Fprintf(w, "raidq ack p99 with %d slow nodes / healthy: %.2fx", r.Workload.Slow, v)
 		if d, ok := r.Ratio["healthy_p99_after_vs_before"]; ok {
 			fmt.Fprintf(w, " (against the mean of the healthy phases before and after it; healthy after / before: %.2fx)", d)
 		}
 		fmt.Fprintln(w)
 	}
+}
+
+// printSetups writes each result's setup, processes, kills, slow nodes
+// and first error.
+func printSetups(w io.Writer, cols []*Result) {
 	for _, c := range cols {
 		var ps []string
 		for _, p := range c.Processes {

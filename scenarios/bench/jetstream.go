@@ -58,24 +58,11 @@ func (s *jsServer) url() string { return fmt.Sprintf("nats://127.0.0.1:%d", s.cl
 // cluster and an R3 file stream.
 func runJetStream(ctx context.Context, cfg *Config, dir string) (*Result, error) {
 	res := &Result{System: "jetstream", Messages: cfg.Messages}
-	sync := "default"
-	res.Setup = fmt.Sprintf("%d `raidq natsd` processes (nats-server), R3 file stream, sync_interval default (2 min)", jsServers)
-	if cfg.Fsync {
-		sync = "always"
-		res.Setup = fmt.Sprintf("%d `raidq natsd` processes (nats-server), R3 file stream, sync_interval always", jsServers)
-	}
-	ports, err := cluster.FreePorts(2 * jsServers)
+	sync := jsSetup(cfg, res)
+	servers, err := newJSServers(dir)
 	if err != nil {
 		return nil, err
 	}
-	servers := make([]*jsServer, jsServers)
-	var routes []string
-	for i := range servers {
-		servers[i] = &jsServer{name: fmt.Sprintf("js%d", i), dir: filepath.Join(dir, "jetstream", fmt.Sprintf("js%d", i)),
-			clientPort: ports[2*i], cluster: ports[2*i+1]}
-		routes = append(routes, fmt.Sprintf("nats-route://127.0.0.1:%d", ports[2*i+1]))
-	}
-	env := cfg.serverEnv()
 	defer func() {
 		for _, s := range servers {
 			if s.proc != nil {
@@ -83,25 +70,10 @@ func runJetStream(ctx context.Context, cfg *Config, dir string) (*Result, error)
 			}
 		}
 	}()
-	cfg.logf("jetstream: starting %d servers (sync_interval %s)", jsServers, sync)
-	for _, s := range servers {
-		args := []string{"natsd", "--name", s.name, "--data", s.dir, "--listen", fmt.Sprintf("127.0.0.1:%d", s.clientPort),
-			"--cluster-listen", fmt.Sprintf("127.0.0.1:%d", s.cluster), "--routes", strings.Join(routes, ","),
-			"--sync", sync}
-		if s.proc, err = cluster.StartProc(s.name, cfg.Binary, args, env...); err != nil {
-			return nil, err
-		}
+	if err := startJSServers(cfg, servers, sync); err != nil {
+		return nil, err
 	}
-	for _, s := range servers {
-		if err := s.proc.WaitStdout("natsd ready", 30*time.Second); err != nil {
-			return nil, fmt.Errorf("jetstream: %w\n%s", err, s.proc.Tail(10))
-		}
-	}
-	var all []string
-	for _, s := range servers {
-		all = append(all, s.url())
-	}
-	admin, err := nats.Connect(strings.Join(all, ","), nats.Name("jsbench-admin"), nats.MaxReconnects(-1))
+	admin, err := nats.Connect(strings.Join(jsURLs(servers, -1), ","), nats.Name("jsbench-admin"), nats.MaxReconnects(-1))
 	if err != nil {
 		return nil, err
 	}
@@ -116,35 +88,20 @@ func runJetStream(ctx context.Context, cfg *Config, dir string) (*Result, error)
 	if err != nil {
 		return nil, err
 	}
-	lidx := -1
-	for i, s := range servers {
-		if s.name == leader {
-			lidx = i
-		}
-	}
+	lidx := jsServerIndex(servers, leader)
 	if lidx < 0 {
 		return nil, fmt.Errorf("jetstream: stream leader %q is not one of the servers", leader)
 	}
 
 	// Publishers connect to servers that stay up (see runRaidq).
-	var urls []string
-	for i, s := range servers {
-		if cfg.Kill == 0 || i != lidx {
-			urls = append(urls, s.url())
-		}
+	skip := -1
+	if cfg.Kill != 0 {
+		skip = lidx
 	}
-	t := jsTarget{}
-	for p := range cfg.Publishers {
-		nc, err := nats.Connect(strings.Join(urls, ","), nats.Name(fmt.Sprintf("jsbench-%d", p)), nats.MaxReconnects(-1))
-		if err != nil {
-			return nil, err
-		}
-		defer nc.Close()
-		js, err := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(max(cfg.Window, 256)))
-		if err != nil {
-			return nil, err
-		}
-		t.js = append(t.js, js)
+	t, closeConns, err := connectJSPublishers(cfg, jsURLs(servers, skip))
+	defer closeConns()
+	if err != nil {
+		return nil, err
 	}
 	warm, err := warmUp(sctx, cfg, t)
 	if err != nil {
@@ -159,26 +116,7 @@ func runJetStream(ctx context.Context, cfg *Config, dir string) (*Result, error)
 		if cfg.Kill == 0 {
 			return
 		}
-		// Ask again: the leader may have moved since the stream was made.
-		ictx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		defer cancel()
-		if s, err := ajs.Stream(ictx, jsStream); err == nil && s.CachedInfo().Cluster != nil {
-			for i, sv := range servers {
-				if sv.name == s.CachedInfo().Cluster.Leader {
-					lidx = i
-				}
-			}
-		}
-		at := time.Since(rec.start)
-		procs[lidx].finish()
-		procs[lidx].killed = true
-		servers[lidx].proc.Kill()
-		res.Killed = append(res.Killed, servers[lidx].name+" (stream leader)")
-		res.KillAtMs = msOf(at)
-		cfg.logf("jetstream: killed the stream leader %s (SIGKILL) at %.0f ms", servers[lidx].name, res.KillAtMs)
-		if cfg.Kill > 1 {
-			cfg.logf("jetstream: --kill %d: only the leader is killed (R3 survives one loss)", cfg.Kill)
-		}
+		killJSLeader(ctx, cfg, ajs, servers, procs, lidx, rec, res)
 	})
 	if err != nil {
 		return nil, err
@@ -189,6 +127,143 @@ func runJetStream(ctx context.Context, cfg *Config, dir string) (*Result, error)
 		res.Slow = []string{"(not slowed: nats-server has no reply delay)"}
 	}
 	admin.Close()
+	disk := stopJSServers(cfg, servers)
+	res.setDisk(disk, int64(res.Acked+warm)*int64(cfg.Size))
+	return res, nil
+}
+
+// jsSetup describes the JetStream setup in res.Setup and returns the
+// servers' --sync value.
+func jsSetup(cfg *Config, res *Result) string {
+	if cfg.Fsync {
+		res.Setup = fmt.Sprintf("%d `raidq natsd` processes (nats-server), R3 file stream, sync_interval always", jsServers)
+		return "always"
+	}
+	res.Setup = fmt.Sprintf("%d `raidq natsd` processes (nats-server), R3 file stream, sync_interval default (2 min)", jsServers)
+	return "default"
+}
+
+// newJSServers lays out the servers (names, data directories, free
+// client and cluster ports) without starting them.
+func newJSServers(dir string) ([]*jsServer, error) {
+	ports, err := cluster.FreePorts(2 * jsServers)
+	if err != nil {
+		return nil, err
+	}
+	servers := make([]*jsServer, jsServers)
+	for i := range servers {
+		servers[i] = &jsServer{name: fmt.Sprintf("js%d", i), dir: filepath.Join(dir, "jetstream", fmt.Sprintf("js%d", i)),
+			clientPort: ports[2*i], cluster: ports[2*i+1]}
+	}
+	return servers, nil
+}
+
+// startJSServers starts every server, routed to all the others, and
+// waits until each one is ready. Started processes are left in s.proc
+// for the caller to kill.
+func startJSServers(cfg *Config, servers []*jsServer, sync string) error {
+	var routes []string
+	for _, s := range servers {
+		routes = append(routes, fmt.Sprintf("nats-route://127.0.0.1:%d", s.cluster))
+	}
+	env := cfg.serverEnv()
+	cfg.logf("jetstream: starting %d servers (sync_interval %s)", jsServers, sync)
+	for _, s := range servers {
+		args := []string{"natsd", "--name", s.name, "--data", s.dir, "--listen", fmt.Sprintf("127.0.0.1:%d", s.clientPort),
+			"--cluster-listen", fmt.Sprintf("127.0.0.1:%d", s.cluster), "--routes", strings.Join(routes, ","),
+			"--sync", sync}
+		var err error
+		if s.proc, err = cluster.StartProc(s.name, cfg.Binary, args, env...); err != nil {
+			return err
+		}
+	}
+	for _, s := range servers {
+		if err := s.proc.WaitStdout("natsd ready", 30*time.Second); err != nil {
+			return fmt.Errorf("jetstream: %w\n%s", err, s.proc.Tail(10))
+		}
+	}
+	return nil
+}
+
+// jsServerIndex returns the index of the server called name, or -1.
+func jsServerIndex(servers []*jsServer, name string) int {
+	idx := -1
+	for i, s := range servers {
+		if s.name == name {
+			idx = i
+		}
+	}
+	return idx
+}
+
+// jsURLs returns the client URLs of every server but servers[skip]
+// (skip < 0 keeps them all).
+func jsURLs(servers []*jsServer, skip int) []string {
+	var urls []string
+	for i, s := range servers {
+		if i != skip {
+			urls = append(urls, s.url())
+		}
+	}
+	return urls
+}
+
+// connectJSPublishers opens one NATS connection (and JetStream context)
+// per publisher to urls. The returned close func closes every connection
+// opened, also when an error is returned.
+func connectJSPublishers(cfg *Config, urls []string) (jsTarget, func(), error) {
+	var conns []*nats.Conn
+	closeAll := func() {
+		for i := len(conns) - 1; i >= 0; i-- {
+			conns[i].Close()
+		}
+	}
+	t := jsTarget{}
+	for p := range cfg.Publishers {
+		nc, err := nats.Connect(strings.Join(urls, ","), nats.Name(fmt.Sprintf("jsbench-%d", p)), nats.MaxReconnects(-1))
+		if err != nil {
+			return t, closeAll, err
+		}
+		conns = append(conns, nc)
+		js, err := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(max(cfg.Window, 256)))
+		if err != nil {
+			return t, closeAll, err
+		}
+		t.js = append(t.js, js)
+	}
+	return t, closeAll, nil
+}
+
+// killJSLeader SIGKILLs the stream's current leader (lidx unless the
+// leader has moved) in the middle of the measured run and records the
+// kill in res.
+func killJSLeader(ctx context.Context, cfg *Config, ajs jetstream.JetStream, servers []*jsServer, procs []*tracked,
+	lidx int, rec *recorder, res *Result) {
+	// Ask again: the leader may have moved since the stream was made.
+	ictx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	if s, err := ajs.Stream(ictx, jsStream); err == nil && s.CachedInfo().Cluster != nil {
+		for i, sv := range servers {
+			if sv.name == s.CachedInfo().Cluster.Leader {
+				lidx = i
+			}
+		}
+	}
+	at := time.Since(rec.start)
+	procs[lidx].finish()
+	procs[lidx].killed = true
+	servers[lidx].proc.Kill()
+	res.Killed = append(res.Killed, servers[lidx].name+" (stream leader)")
+	res.KillAtMs = msOf(at)
+	cfg.logf("jetstream: killed the stream leader %s (SIGKILL) at %.0f ms", servers[lidx].name, res.KillAtMs)
+	if cfg.Kill > 1 {
+		cfg.logf("jetstream: --kill %d: only the leader is killed (R3 survives one loss)", cfg.Kill)
+	}
+}
+
+// stopJSServers stops the servers still running (so they flush and
+// exit cleanly) and returns the disk space their data directories use.
+func stopJSServers(cfg *Config, servers []*jsServer) int64 {
 	for _, s := range servers {
 		if !s.proc.Exited() {
 			if _, err := s.proc.Stop(30 * time.Second); err != nil {
@@ -200,8 +275,7 @@ func runJetStream(ctx context.Context, cfg *Config, dir string) (*Result, error)
 	for _, s := range servers {
 		disk += diskUsage(s.dir)
 	}
-	res.setDisk(disk, int64(res.Acked+warm)*int64(cfg.Size))
-	return res, nil
+	return disk
 }
 
 // createStream creates the R3 file stream (retrying while JetStream's

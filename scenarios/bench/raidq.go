@@ -34,30 +34,7 @@ func (t raidqTarget) sendAsync(_ int, msg []byte, done func(error)) {
 func runRaidq(ctx context.Context, cfg *Config, dir string) (*Result, error) {
 	const nodes = 6
 	res := &Result{System: "raidq", Messages: cfg.Messages}
-	fsync := "fsync on"
-	var args []string
-	if !cfg.Fsync {
-		args = append(args, "--no-fsync")
-		fsync = "--no-fsync"
-	}
-	res.Setup = fmt.Sprintf("%d `raidq node` processes, 4+2 Reed-Solomon, W=4, %d partition(s), %s", nodes, cfg.Partitions, fsync)
-	if !cfg.Direct {
-		res.Setup += ", client through one server (--direct=false)"
-	}
-	env := cfg.serverEnv()
-	bin := cfg.Binary
-	if cfg.NodeBinary != "" {
-		bin = cfg.NodeBinary
-		res.Setup += ", nodes run " + bin
-	}
-	c, err := cluster.New(cluster.Config{Binary: bin, Dir: filepath.Join(dir, "raidq"), Nodes: nodes,
-		Cluster: "bench", LogLevel: "warn", Args: args, Env: env,
-		NodeArgs: func(i int) []string {
-			if i < cfg.Slow {
-				return []string{"--reply-delay", cfg.SlowDelay.String()}
-			}
-			return nil
-		}})
+	c, err := newRaidqCluster(cfg, dir, nodes, res)
 	if err != nil {
 		return nil, err
 	}
@@ -68,16 +45,7 @@ func runRaidq(ctx context.Context, cfg *Config, dir string) (*Result, error) {
 	}
 	// Clients connect to servers that stay up: a kill measures the loss of
 	// storage nodes, not a client reconnect.
-	killed := make([]int, 0, cfg.Kill)
-	for i := range cfg.Kill {
-		killed = append(killed, nodes-1-i)
-	}
-	var urls []string
-	for i, n := range c.Nodes() {
-		if !contains(killed, i) {
-			urls = append(urls, n.ClientURL())
-		}
-	}
+	killed, urls := raidqKills(cfg, c)
 	for i := range cfg.Slow {
 		res.Slow = append(res.Slow, c.Node(i).ID)
 	}
@@ -90,13 +58,7 @@ func runRaidq(ctx context.Context, cfg *Config, dir string) (*Result, error) {
 	defer cl.Close()
 	tctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	if _, err := cl.CreateTopic(tctx, raidq.TopicConfig{Name: "bench", Partitions: cfg.Partitions, Params: raidq.DefaultParams()}); err != nil {
-		return nil, err
-	}
-	if err := cl.WaitTopic(tctx, "bench"); err != nil {
-		return nil, err
-	}
-	p, err := cl.Producer("bench", cfg.ProducerOptions...)
+	p, err := benchProducer(tctx, cfg, cl)
 	if err != nil {
 		return nil, err
 	}
@@ -123,15 +85,7 @@ func runRaidq(ctx context.Context, cfg *Config, dir string) (*Result, error) {
 	}
 	attempts0 := attempts()
 	rec, use, err := measure(ctx, cfg, "raidq", procs, t, func(rec *recorder) {
-		at := time.Since(rec.start)
-		for _, i := range killed {
-			procs[i].finish()
-			procs[i].killed = true
-			c.KillNode(i)
-			res.Killed = append(res.Killed, c.Node(i).ID)
-		}
-		res.KillAtMs = msOf(at)
-		cfg.logf("raidq: killed %s (SIGKILL) at %.0f ms", strings.Join(res.Killed, " "), res.KillAtMs)
+		killRaidqNodes(cfg, c, procs, killed, rec, res)
 	})
 	if err != nil {
 		return nil, err
@@ -145,6 +99,87 @@ func runRaidq(ctx context.Context, cfg *Config, dir string) (*Result, error) {
 	// Stop gracefully (profiles are written on exit), then measure disk.
 	closeProducer()
 	cl.Close()
+	disk := stopRaidqNodes(cfg, c, killed)
+	res.setDisk(disk, int64(res.Acked+warm)*int64(cfg.Size))
+	return res, nil
+}
+
+// newRaidqCluster describes the cluster in res.Setup and returns it,
+// not started yet: nodes `raidq node` processes (fsync as cfg.Fsync says,
+// the first cfg.Slow with a reply delay).
+func newRaidqCluster(cfg *Config, dir string, nodes int, res *Result) (*cluster.Cluster, error) {
+	fsync := "fsync on"
+	var args []string
+	if !cfg.Fsync {
+		args = append(args, "--no-fsync")
+		fsync = "--no-fsync"
+	}
+	res.Setup = fmt.Sprintf("%d `raidq node` processes, 4+2 Reed-Solomon, W=4, %d partition(s), %s", nodes, cfg.Partitions, fsync)
+	if !cfg.Direct {
+		res.Setup += ", client through one server (--direct=false)"
+	}
+	env := cfg.serverEnv()
+	bin := cfg.Binary
+	if cfg.NodeBinary != "" {
+		bin = cfg.NodeBinary
+		res.Setup += ", nodes run " + bin
+	}
+	return cluster.New(cluster.Config{Binary: bin, Dir: filepath.Join(dir, "raidq"), Nodes: nodes,
+		Cluster: "bench", LogLevel: "warn", Args: args, Env: env,
+		NodeArgs: func(i int) []string {
+			if i < cfg.Slow {
+				return []string{"--reply-delay", cfg.SlowDelay.String()}
+			}
+			return nil
+		}})
+}
+
+// raidqKills returns the indices of the nodes --kill SIGKILLs (the
+// last cfg.Kill) and the client URLs of the other nodes.
+func raidqKills(cfg *Config, c *cluster.Cluster) (killed []int, urls []string) {
+	nodes := len(c.Nodes())
+	killed = make([]int, 0, cfg.Kill)
+	for i := range cfg.Kill {
+		killed = append(killed, nodes-1-i)
+	}
+	for i, n := range c.Nodes() {
+		if !contains(killed, i) {
+			urls = append(urls, n.ClientURL())
+		}
+	}
+	return killed, urls
+}
+
+// benchProducer creates the "bench" topic, waits until it is ready and
+// returns a producer for it.
+func benchProducer(ctx context.Context, cfg *Config, cl *raidq.Client) (*raidq.Producer, error) {
+	if _, err := cl.CreateTopic(ctx, raidq.TopicConfig{Name: "bench", Partitions: cfg.Partitions, Params: raidq.DefaultParams()}); err != nil {
+		return nil, err
+	}
+	if err := cl.WaitTopic(ctx, "bench"); err != nil {
+		return nil, err
+	}
+	return cl.Producer("bench", cfg.ProducerOptions...)
+}
+
+// killRaidqNodes SIGKILLs the nodes in killed in the middle of the
+// measured run and records the kill in res.
+func killRaidqNodes(cfg *Config, c *cluster.Cluster, procs []*tracked, killed []int, rec *recorder, res *Result) {
+	at := time.Since(rec.start)
+	for _, i := range killed {
+		procs[i].finish()
+		procs[i].killed = true
+		c.KillNode(i)
+		res.Killed = append(res.Killed, c.Node(i).ID)
+	}
+	res.KillAtMs = msOf(at)
+	cfg.logf("raidq: killed %s (SIGKILL) at %.0f ms", strings.Join(res.Killed, " "), res.KillAtMs)
+}
+
+// stopRaidqNodes stops the nodes not in killed (so they write their
+// profiles and exit cleanly) and returns the disk space every node's
+// data directory uses.
+func stopRaidqNodes(cfg *Config, c *cluster.Cluster, killed []int) int64 {
 	for i := range c.Nodes() {
 		if !contains(killed, i) {
 			if _, err := c.StopNode(i, 30*time.Second); err != nil {
@@ -156,8 +191,7 @@ func runRaidq(ctx context.Context, cfg *Config, dir string) (*Result, error) {
 	for _, n := range c.Nodes() {
 		disk += diskUsage(n.Dir)
 	}
-	res.setDisk(disk, int64(res.Acked+warm)*int64(cfg.Size))
-	return res, nil
+	return disk
 }
 
 // warmUp sends messages until the system acknowledges one (topic and

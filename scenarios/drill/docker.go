@@ -92,6 +92,8 @@ type dockerBackend struct {
 	isolated   []int
 }
 
+// newDockerBackend prepares the Docker backend (ports, the image, the
+// compose file, the containers' environment); no container runs yet.
 func newDockerBackend(r *run, dir string) (backend, error) {
 	if err := DockerAvailable(); err != nil {
 		return nil, fmt.Errorf("docker: %w", err)
@@ -113,34 +115,7 @@ func newDockerBackend(r *run, dir string) (backend, error) {
 		return nil, err
 	}
 	b.ports = ports
-
-	// The image: a static binary and the Dockerfile in a build context.
-	ctxDir := filepath.Join(dir, "image")
-	if err := os.MkdirAll(ctxDir, 0o755); err != nil {
-		return nil, err
-	}
-	bin := filepath.Join(ctxDir, "raidq")
-	if dc.Binary == "" && r.cfg.Binary != "" && isStatic(r.cfg.Binary) {
-		dc.Binary = r.cfg.Binary // the drill's own binary will do
-	}
-	if dc.Binary != "" {
-		if !isStatic(dc.Binary) {
-			return nil, fmt.Errorf("docker: %s is not a static binary (the image is FROM scratch): build it with CGO_ENABLED=0", dc.Binary)
-		}
-		if err := copyFile(dc.Binary, bin, 0o755); err != nil {
-			return nil, err
-		}
-	} else {
-		r.cfg.Logger.Info("drill: building a static raidq binary (CGO_ENABLED=0) for the image")
-		if err := buildStatic(bin); err != nil {
-			return nil, err
-		}
-	}
-	if err := os.WriteFile(filepath.Join(ctxDir, "Dockerfile"), dockerfile, 0o644); err != nil {
-		return nil, err
-	}
-	r.cfg.Logger.Info("drill: building the image", "tag", dc.Image)
-	if _, err := dockerRun(5*time.Minute, "docker", "build", "-q", "-t", dc.Image, ctxDir); err != nil {
+	if err := buildDockerImage(r, dir, dc); err != nil {
 		return nil, err
 	}
 	cf := filepath.Join(dir, "compose.yaml")
@@ -163,6 +138,39 @@ func newDockerBackend(r *run, dir string) (backend, error) {
 		r.plan.notes = append(r.plan.notes, "--no-fsync is not passed to containers: they fsync")
 	}
 	return b, nil
+}
+
+// buildDockerImage builds the image dc.Image from a context in
+// dir/image: a static raidq binary (dc.Binary, the drill's own binary if
+// static, or one built now) and the Dockerfile.
+func buildDockerImage(r *run, dir string, dc DockerConfig) error {
+	ctxDir := filepath.Join(dir, "image")
+	if err := os.MkdirAll(ctxDir, 0o755); err != nil {
+		return err
+	}
+	bin := filepath.Join(ctxDir, "raidq")
+	if dc.Binary == "" && r.cfg.Binary != "" && isStatic(r.cfg.Binary) {
+		dc.Binary = r.cfg.Binary // the drill's own binary will do
+	}
+	if dc.Binary != "" {
+		if !isStatic(dc.Binary) {
+			return fmt.Errorf("docker: %s is not a static binary (the image is FROM scratch): build it with CGO_ENABLED=0", dc.Binary)
+		}
+		if err := copyFile(dc.Binary, bin, 0o755); err != nil {
+			return err
+		}
+	} else {
+		r.cfg.Logger.Info("drill: building a static raidq binary (CGO_ENABLED=0) for the image")
+		if err := buildStatic(bin); err != nil {
+			return err
+		}
+	}
+	if err := os.WriteFile(filepath.Join(ctxDir, "Dockerfile"), dockerfile, 0o644); err != nil {
+		return err
+	}
+	r.cfg.Logger.Info("drill: building the image", "tag", dc.Image)
+	_, err := dockerRun(5*time.Minute, "docker", "build", "-q", "-t", dc.Image, ctxDir)
+	return err
 }
 
 // isStatic says whether path is an ELF executable without a dynamic

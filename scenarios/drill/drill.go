@@ -323,30 +323,18 @@ func Run(ctx context.Context, cfg Config) (rep *Report, err error) {
 	rep = &Report{Scenario: cfg.Scenario, Seed: cfg.Seed, DurationS: cfg.Duration.Seconds(), Rate: cfg.Rate,
 		Producers: r.plan.producers}
 
-	dir := cfg.Dir
-	if dir == "" {
-		d, err := os.MkdirTemp("", "raidq-drill-")
-		if err != nil {
-			return nil, err
-		}
-		dir = d
-		if !cfg.Keep {
-			defer os.RemoveAll(d)
-		}
-	} else if err := os.MkdirAll(dir, 0o755); err != nil {
+	dir, cleanup, err := drillDir(cfg)
+	if err != nil {
 		return nil, err
 	}
+	defer cleanup()
 	r.progress(Progress{Phase: "starting"})
 	if r.plan.needNet && cfg.Docker == nil {
 		if err := netCutPossible(); err != nil {
 			return skipped(rep, "needs root and iptables: "+err.Error()), nil
 		}
 	}
-	if cfg.Docker != nil {
-		r.be, err = newDockerBackend(r, dir)
-	} else {
-		r.be, err = newProcBackend(r, dir)
-	}
+	r.be, err = r.newBackend(dir)
 	var skip *skipError
 	if errors.As(err, &skip) {
 		return skipped(rep, skip.reason), nil
@@ -355,35 +343,10 @@ func Run(ctx context.Context, cfg Config) (rep *Report, err error) {
 		return nil, err
 	}
 	defer r.be.Close()
-	defer func() { // an early return
-		r.closeClients()
-		if r.live != nil {
-			r.live.close()
-		}
-		if r.group != nil {
-			r.group.close()
-		}
-		if r.stopWatch != nil {
-			r.stopWatch()
-		}
-	}()
-	rep.Backend = r.be.Name()
-	rep.Nodes = r.be.IDs()
-	for _, i := range r.plan.faulted {
-		rep.Faulted = append(rep.Faulted, r.be.IDs()[i])
-	}
-	rep.Notes = append(rep.Notes, r.plan.notes...)
+	defer r.closeRunning() // an early return
+	r.describe(rep)
 	r.cfg.Logger.Info("drill: starting the nodes", "backend", r.be.Name(), "dir", dir)
-	if err := r.be.Start(ctx); err != nil {
-		return nil, fmt.Errorf("start the cluster: %w", err)
-	}
-	if err := r.connect(ctx); err != nil {
-		return nil, err
-	}
-	if err := r.createTopic(ctx); err != nil {
-		return nil, err
-	}
-	if r.group, err = r.startGroup(); err != nil {
+	if err := r.setUp(ctx); err != nil {
 		return nil, err
 	}
 	watch, err := r.startRepairWatch()
@@ -391,11 +354,106 @@ func Run(ctx context.Context, cfg Config) (rep *Report, err error) {
 		return nil, err
 	}
 	defer watch.close()
+	if err := r.loadAndHeal(ctx, rep); err != nil {
+		return nil, err
+	}
+	d, err := r.drainAll(ctx, rep)
+	if err != nil {
+		return nil, err
+	}
+	r.waitRepair(ctx, rep, watch)
+	r.judge(rep, sc, d)
+	if cfg.Out != "" {
+		files, werr := r.writeOut(rep, d.dels)
+		rep.Files = files
+		if werr != nil {
+			rep.Notes = append(rep.Notes, "writing --out: "+werr.Error())
+		}
+	}
+	return rep, nil
+}
+
+// drillDir returns the drill's directory: cfg.Dir (created if need be)
+// or a new temporary one. cleanup removes a temporary directory unless
+// cfg.Keep; it does nothing otherwise.
+func drillDir(cfg Config) (dir string, cleanup func(), err error) {
+	if cfg.Dir != "" {
+		if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
+			return "", nil, err
+		}
+		return cfg.Dir, func() {}, nil
+	}
+	d, err := os.MkdirTemp("", "raidq-drill-")
+	if err != nil {
+		return "", nil, err
+	}
+	if cfg.Keep {
+		return d, func() {}, nil
+	}
+	return d, func() { os.RemoveAll(d) }, nil
+}
+
+// newBackend returns the backend cfg.Docker asks for (Docker or local
+// processes), not started; a *skipError says why this host cannot run it.
+func (r *run) newBackend(dir string) (backend, error) {
+	if r.cfg.Docker != nil {
+		return newDockerBackend(r, dir)
+	}
+	return newProcBackend(r, dir)
+}
+
+// closeRunning closes whatever is still running on an early return: the
+// clients, the live reader, the live group and the node watcher.
+func (r *run) closeRunning() {
+	r.closeClients()
+	if r.live != nil {
+		r.live.close()
+	}
+	if r.group != nil {
+		r.group.close()
+	}
+	if r.stopWatch != nil {
+		r.stopWatch()
+	}
+}
+
+// describe records the backend, the nodes, the faulted nodes and the
+// plan's notes in rep.
+func (r *run) describe(rep *Report) {
+	rep.Backend = r.be.Name()
+	rep.Nodes = r.be.IDs()
+	for _, i := range r.plan.faulted {
+		rep.Faulted = append(rep.Faulted, r.be.IDs()[i])
+	}
+	rep.Notes = append(rep.Notes, r.plan.notes...)
+}
+
+// setUp starts the cluster, connects the clients, creates the drill
+// topic and starts the live consumer group.
+func (r *run) setUp(ctx context.Context) error {
+	if err := r.be.Start(ctx); err != nil {
+		return fmt.Errorf("start the cluster: %w", err)
+	}
+	if err := r.connect(ctx); err != nil {
+		return err
+	}
+	if err := r.createTopic(ctx); err != nil {
+		return err
+	}
+	var err error
+	r.group, err = r.startGroup()
+	return err
+}
+
+// loadAndHeal runs the load with the scenario's faults (recording the
+// load average before and after it in rep), then heals every fault; a
+// failed heal is an event, not an error.
+func (r *run) loadAndHeal(ctx context.Context, rep *Report) error {
 	if l, ok := loadAvg(); ok {
 		rep.LoadAvg = append(rep.LoadAvg, l)
 	}
 	if err := r.load(ctx); err != nil {
-		return nil, err
+		return err
 	}
 	if l, ok := loadAvg(); ok {
 		rep.LoadAvg = append(rep.LoadAvg, l)
@@ -404,22 +462,45 @@ func Run(ctx context.Context, cfg Config) (rep *Report, err error) {
 	if err := r.heal(ctx); err != nil {
 		r.event("error", "heal: %v", err)
 	}
+	return nil
+}
+
+// drained is what the readers delivered once the load was over.
+type drained struct {
+	dels        []delivery // the drain's read of every partition
+	live        []delivery // the live reader's
+	liveIDs     []inDoubt  // the live reader's in-doubt reports
+	liveCorrupt int        // the live reader's corrupt records
+	group       groupResult
+}
+
+// drainAll reads every partition to its end (rep.DrainS is how long
+// that took), then stops the live reader and the live group.
+func (r *run) drainAll(ctx context.Context, rep *Report) (drained, error) {
+	var d drained
 	drainStart := time.Now()
 	dels, err := r.drain(ctx)
 	if err != nil {
-		return nil, err
+		return d, err
 	}
+	d.dels = dels
 	rep.DrainS = time.Since(drainStart).Seconds()
 	// The live reader and the live group get 30s more (together) for
 	// in-doubt stripes that repair re-appends (docs/design.md#read-path: delivered late
 	// rather than lost).
 	want, late := r.hist.ackedSet(), time.Now().Add(30*time.Second)
-	ldels, lids, lcorrupt := r.live.stop(want, late)
+	d.live, d.liveIDs, d.liveCorrupt = r.live.stop(want, late)
 	r.live = nil
-	gres := r.group.stop(want, late, func(got int) {
+	d.group = r.group.stop(want, late, func(got int) {
 		r.progress(Progress{Phase: "group", Expected: len(want), Got: got})
 	})
 	r.group = nil
+	return d, nil
+}
+
+// waitRepair waits for repair to settle (rep.Repair), then stops the
+// node watcher and every node.
+func (r *run) waitRepair(ctx context.Context, rep *Report, watch *repairWatch) {
 	r.progress(Progress{Phase: "repairing"})
 	rr := watch.wait(ctx, r.hist.lastSend().Add(raidq.DefaultParams().ReadDelay+2*time.Second+r.cfg.RepairInterval),
 		time.Now().Add(r.cfg.RepairWait), r.lastFaultOrHeal())
@@ -430,9 +511,14 @@ func Run(ctx context.Context, cfg Config) (rep *Report, err error) {
 		r.stopWatch()
 	}
 	r.be.StopAll()
-	r.verdict(rep, dels)
-	r.liveVerdict(rep, ldels, lids, lcorrupt)
-	r.groupVerdict(rep, gres)
+}
+
+// judge fills in rep's verdicts from what was delivered, the client
+// metrics, the lost records, the shards left and the scenario's checks.
+func (r *run) judge(rep *Report, sc scenario, d drained) {
+	r.verdict(rep, d.dels)
+	r.liveVerdict(rep, d.live, d.liveIDs, d.liveCorrupt)
+	r.groupVerdict(rep, d.group)
 	r.clientMetrics(rep)
 	if rep.Lost > 0 {
 		rep.LostRecords = r.analyzeLost(rep)
@@ -445,14 +531,6 @@ func Run(ctx context.Context, cfg Config) (rep *Report, err error) {
 	sc.check(r, rep)
 	r.finish(rep)
 	r.repairVerdict(rep)
-	if cfg.Out != "" {
-		files, werr := r.writeOut(rep, dels)
-		rep.Files = files
-		if werr != nil {
-			rep.Notes = append(rep.Notes, "writing --out: "+werr.Error())
-		}
-	}
-	return rep, nil
 }
 
 // skipped marks rep as a drill that did not run here.

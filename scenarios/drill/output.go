@@ -134,8 +134,28 @@ func (r *run) writePlot(path string, rep *Report) error {
 		rep.Scenario, rep.Seed, rep.AckP50Ms, rep.AckP99Ms, rep.LongestAckGapMs)
 	p.X.Label.Text = "seconds since the load started (time of the send)"
 	p.Y.Label.Text = "ack latency (ms)"
-	var acks, fails plotter.XYs
-	ymax := 1.0
+	acks, fails, ymax := r.latencyPoints()
+	if err := addScatter(p, acks, draw.CircleGlyph{}, 0.8, color.RGBA{R: 30, G: 90, B: 200, A: 255}, "acked send"); err != nil {
+		return err
+	}
+	if err := addScatter(p, fails, draw.CrossGlyph{}, 2, color.RGBA{R: 220, G: 30, B: 30, A: 255}, "failed / unknown send"); err != nil {
+		return err
+	}
+	if err := addEventLines(p, rep.Events, ymax); err != nil {
+		return err
+	}
+	p.X.Min = 0
+	p.X.Max = max(p.X.Max, r.cfg.Duration.Seconds())
+	p.Y.Min = 0
+	p.Legend.Top = true
+	return p.Save(14*vg.Inch, 6*vg.Inch, path)
+}
+
+// latencyPoints returns every acked send as (send time s, latency ms),
+// every other send as (send time s, 0), and the largest latency (at
+// least 1 ms).
+func (r *run) latencyPoints() (acks, fails plotter.XYs, ymax float64) {
+	ymax = 1.0
 	for _, pr := range r.hist.prods {
 		for _, rec := range pr.recs {
 			x := float64(rec.sent) / 1e9
@@ -148,40 +168,45 @@ func (r *run) writePlot(path string, rep *Report) error {
 			}
 		}
 	}
-	// Keep the file small: at most 60k points of each kind.
-	thin := func(xs plotter.XYs) plotter.XYs {
-		if len(xs) <= 60000 {
-			return xs
-		}
-		step := len(xs)/60000 + 1
-		out := make(plotter.XYs, 0, len(xs)/step+1)
-		for i := 0; i < len(xs); i += step {
-			out = append(out, xs[i])
-		}
-		return out
+	return acks, fails, ymax
+}
+
+// thinPoints returns at most about 60k of xs, evenly spaced, to keep the
+// file small.
+func thinPoints(xs plotter.XYs) plotter.XYs {
+	if len(xs) <= 60000 {
+		return xs
 	}
-	scatter := func(pts plotter.XYs, shape draw.GlyphDrawer, radius float64, c color.RGBA, label string) error {
-		if len(pts) == 0 {
-			return nil
-		}
-		s, err := plotter.NewScatter(thin(pts))
-		if err != nil {
-			return err
-		}
-		s.GlyphStyle.Shape, s.GlyphStyle.Radius, s.GlyphStyle.Color = shape, vg.Points(radius), c
-		p.Add(s)
-		p.Legend.Add(label, s)
+	step := len(xs)/60000 + 1
+	out := make(plotter.XYs, 0, len(xs)/step+1)
+	for i := 0; i < len(xs); i += step {
+		out = append(out, xs[i])
+	}
+	return out
+}
+
+// addScatter adds pts (thinned) to p as a scatter with a legend entry;
+// no points, no scatter.
+func addScatter(p *plot.Plot, pts plotter.XYs, shape draw.GlyphDrawer, radius float64, c color.RGBA, label string) error {
+	if len(pts) == 0 {
 		return nil
 	}
-	if err := scatter(acks, draw.CircleGlyph{}, 0.8, color.RGBA{R: 30, G: 90, B: 200, A: 255}, "acked send"); err != nil {
+	s, err := plotter.NewScatter(thinPoints(pts))
+	if err != nil {
 		return err
 	}
-	if err := scatter(fails, draw.CrossGlyph{}, 2, color.RGBA{R: 220, G: 30, B: 30, A: 255}, "failed / unknown send"); err != nil {
-		return err
-	}
+	s.GlyphStyle.Shape, s.GlyphStyle.Radius, s.GlyphStyle.Color = shape, vg.Points(radius), c
+	p.Add(s)
+	p.Legend.Add(label, s)
+	return nil
+}
+
+// addEventLines adds a dashed vertical line, up to ymax, with a label
+// for every fault, heal and error event.
+func addEventLines(p *plot.Plot, events []Event, ymax float64) error {
 	var lbl plotter.XYLabels
 	k := 0
-	for _, e := range rep.Events {
+	for _, e := range events {
 		if e.Kind != "fault" && e.Kind != "heal" && e.Kind != "error" {
 			continue
 		}
@@ -200,19 +225,16 @@ func (r *run) writePlot(path string, rep *Report) error {
 		lbl.Labels = append(lbl.Labels, " "+short(e.What, 48))
 		k++
 	}
-	if len(lbl.XYs) > 0 {
-		ls, err := plotter.NewLabels(lbl)
-		if err != nil {
-			return err
-		}
-		for i := range ls.TextStyle {
-			ls.TextStyle[i].Font.Size = vg.Points(8)
-		}
-		p.Add(ls)
+	if len(lbl.XYs) == 0 {
+		return nil
 	}
-	p.X.Min = 0
-	p.X.Max = max(p.X.Max, r.cfg.Duration.Seconds())
-	p.Y.Min = 0
-	p.Legend.Top = true
-	return p.Save(14*vg.Inch, 6*vg.Inch, path)
+	ls, err := plotter.NewLabels(lbl)
+	if err != nil {
+		return err
+	}
+	for i := range ls.TextStyle {
+		ls.TextStyle[i].Font.Size = vg.Points(8)
+	}
+	p.Add(ls)
+	return nil
 }

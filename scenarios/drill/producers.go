@@ -50,33 +50,58 @@ func (r *run) closeClients() {
 // load runs the producers for cfg.Duration while the fault schedule runs,
 // then flushes them and waits for the schedule to finish.
 func (r *run) load(ctx context.Context) error {
-	n := r.plan.producers
-	type prod struct {
-		c *raidq.Client
-		p *raidq.Producer
-	}
 	clients := r.pclients
 	r.pclients = nil
-	prods := make([]prod, 0, n)
 	defer func() {
 		for _, c := range clients {
 			c.Close()
 		}
 	}()
+	prods, err := r.openProducers(ctx, clients)
+	if err != nil {
+		return err
+	}
+	schedDone, err := r.startLoad(ctx)
+	if err != nil {
+		return err
+	}
+	r.runProducers(ctx, prods)
+	r.event("info", "load ends: flushing the producers")
+	r.flushProducers(ctx, prods)
+	select {
+	case <-schedDone:
+	default:
+		r.cfg.Logger.Info("drill: waiting for the fault schedule to finish")
+		<-schedDone
+	}
+	return ctx.Err()
+}
+
+// openProducers waits until each client sees the drill topic and returns
+// one producer per client, each with its own seed.
+func (r *run) openProducers(ctx context.Context, clients []*raidq.Client) ([]*raidq.Producer, error) {
+	prods := make([]*raidq.Producer, 0, r.plan.producers)
 	for i, c := range clients {
 		if err := c.WaitTopic(ctx, Topic); err != nil {
-			return fmt.Errorf("producer %d: %w", i, err)
+			return nil, fmt.Errorf("producer %d: %w", i, err)
 		}
 		p, err := c.Producer(Topic, raidq.WithSeed(r.cfg.Seed*1000+uint64(i)+1), raidq.WithCloseTimeout(2*time.Second))
 		if err != nil {
-			return fmt.Errorf("producer %d: %w", i, err)
+			return nil, fmt.Errorf("producer %d: %w", i, err)
 		}
-		prods = append(prods, prod{c, p})
+		prods = append(prods, p)
 	}
+	return prods, nil
+}
 
+// startLoad starts the live reader, sets t = 0 (r.start, r.hist), and
+// starts the node watcher (ended by r.stopWatch) and the fault schedule;
+// the returned channel closes when the schedule is done.
+func (r *run) startLoad(ctx context.Context) (<-chan struct{}, error) {
 	if err := r.startLive(ctx); err != nil {
-		return err
+		return nil, err
 	}
+	n := r.plan.producers
 	r.start = time.Now()
 	r.hist = newHistory(r.start, n)
 	r.live.setStart(r.start, r.hist)
@@ -91,7 +116,14 @@ func (r *run) load(ctx context.Context) error {
 	r.stopWatch = func() { once.Do(func() { close(watchStop); <-watchDone }) }
 	schedDone := make(chan struct{})
 	go func() { defer close(schedDone); r.schedule(ctx) }()
+	return schedDone, nil
+}
 
+// runProducers sends at cfg.Rate (shared by the producers) for
+// cfg.Duration or until ctx ends, reporting progress; it returns once
+// every producer has stopped sending.
+func (r *run) runProducers(ctx context.Context, prods []*raidq.Producer) {
+	n := r.plan.producers
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	pad := make([]byte, r.cfg.Size)
@@ -103,7 +135,7 @@ func (r *run) load(ctx context.Context) error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			r.produce(pi, p.p, interval, pad, stop)
+			r.produce(pi, p, interval, pad, stop)
 		}()
 	}
 	tick := time.NewTicker(200 * time.Millisecond)
@@ -123,7 +155,12 @@ loop:
 	tick.Stop()
 	close(stop)
 	wg.Wait()
-	r.event("info", "load ends: flushing the producers")
+}
+
+// flushProducers flushes every producer (concurrently, up to 20s),
+// freezes the history, then closes the producers and reports the final
+// counts.
+func (r *run) flushProducers(ctx context.Context, prods []*raidq.Producer) {
 	var fw sync.WaitGroup
 	for _, p := range prods {
 		fw.Add(1)
@@ -131,26 +168,19 @@ loop:
 			defer fw.Done()
 			fctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 			defer cancel()
-			_ = p.p.Flush(fctx)
+			_ = p.Flush(fctx)
 		}()
 	}
 	fw.Wait()
 	r.hist.freeze()
 	for _, p := range prods {
 		cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		_ = p.p.Flush(cctx)
+		_ = p.Flush(cctx)
 		cancel()
-		_ = p.p.Close() // bounded by WithCloseTimeout(2s), given at creation
+		_ = p.Close() // bounded by WithCloseTimeout(2s), given at creation
 	}
 	a, f, _ := r.hist.counts()
 	r.progress(Progress{Phase: "load", Elapsed: r.cfg.Duration, Acked: a, Failed: f})
-	select {
-	case <-schedDone:
-	default:
-		r.cfg.Logger.Info("drill: waiting for the fault schedule to finish")
-		<-schedDone
-	}
-	return ctx.Err()
 }
 
 // produce sends at a steady pace (one message per interval) with at most

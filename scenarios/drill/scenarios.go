@@ -419,88 +419,127 @@ type corruptResult struct {
 	restarts int
 }
 
+// setupCorrupt flips bytes in one node's stopped slot store at 30% of
+// the load and restarts it; a node that refuses the store, or fails on
+// it while serving, is wiped and restarted.
 func setupCorrupt(p *plan) {
 	i := p.pick(1)[0]
 	res := &corruptResult{}
 	p.r.corrupt = res
 	r := p.r
 	p.add(p.frac(0.3), "corrupt", func(ctx context.Context) error {
-		id := r.be.IDs()[i]
-		code, err := r.be.Stop(i)
-		r.event("fault", "SIGTERM %s (exit code %d)", id, code)
-		if err != nil {
-			return err
-		}
-		seed := r.rng.Uint64()
-		flipped, err := flipBytes(filepath.Join(r.be.DataDir(i), "slots"), seed, 4)
-		if err != nil {
-			return err
-		}
-		r.event("fault", "flip bytes in %s's LevelDB: %s", id, strings.Join(flipped, ", "))
-		logPath := filepath.Join(r.be.DataDir(i), "slots", "LOG")
-		var logFrom int64
-		if st, err := os.Stat(logPath); err == nil {
-			logFrom = st.Size()
-		}
-		if err := r.be.StartNode(i); err != nil {
-			return err
-		}
-		r.be.ExpectExit(i, true)
-		wctx, cancel := context.WithTimeout(ctx, 90*time.Second)
-		defer cancel()
-		exited, err := r.be.WaitUpOrExit(wctx, i)
-		switch {
-		case exited:
-			res.mu.Lock()
-			res.outcome, res.refusal = "refused", err.Error()
-			res.mu.Unlock()
-			r.event("info", "%s refused to start: %s", id, short(err.Error(), 300))
-			if err := wipeDir(filepath.Join(r.be.DataDir(i), "slots")); err != nil {
-				return err
-			}
-			return r.restart(ctx, []int{i}, " on a wiped slot store (a new incarnation)")
-		case err != nil:
-			return err
-		}
-		r.be.ExpectExit(i, false)
-		drops := leveldbDrops(logPath, logFrom)
-		res.mu.Lock()
-		res.outcome, res.drops = "served", drops
-		res.mu.Unlock()
-		if len(drops) > 0 {
-			r.event("info", "%s serves on its corrupted store; LevelDB dropped what it could not read: %s", id,
-				short(strings.Join(drops, "; "), 300))
-		} else {
-			r.event("info", "%s serves on its corrupted store", id)
-		}
-		return nil
+		return r.corruptNode(ctx, i, res)
 	})
 	// A corruption found while serving stops the node (exit 1, "store
 	// failed"): the operator's answer is a wipe and a restart.
 	p.onExit = func(ctx context.Context, x exitInfo) bool {
-		if x.node != i || !mentionsCorruption(x.tail) {
-			return false
-		}
-		res.mu.Lock()
-		res.runtime = lastLine(x.tail)
-		res.restarts++
-		again := res.restarts <= 2
-		res.mu.Unlock()
-		if !again {
-			return false
-		}
-		r.event("info", "%s stopped: its store failed while serving: %s; wiping and restarting it", r.be.IDs()[i], short(lastLine(x.tail), 200))
-		go func() {
-			if err := wipeDir(filepath.Join(r.be.DataDir(i), "slots")); err != nil {
-				r.event("error", "wipe %s: %v", r.be.IDs()[i], err)
-				return
-			}
-			if err := r.restart(ctx, []int{i}, " on a wiped slot store (a new incarnation)"); err != nil {
-				r.event("error", "restart %s: %v", r.be.IDs()[i], err)
-			}
-		}()
-		return true
+		return r.wipeCorrupted(ctx, i, res, x)
 	}
+}
+
+// corruptNode stops node i, flips bytes in its slot store and restarts
+// it, recording in res whether it refused the store (then it is wiped
+// and restarted) or served on it.
+func (r *run) corruptNode(ctx context.Context, i int, res *corruptResult) error {
+	if err := r.flipNode(i); err != nil {
+		return err
+	}
+	logPath := filepath.Join(r.be.DataDir(i), "slots", "LOG")
+	var logFrom int64
+	if st, err := os.Stat(logPath); err == nil {
+		logFrom = st.Size()
+	}
+	if err := r.be.StartNode(i); err != nil {
+		return err
+	}
+	r.be.ExpectExit(i, true)
+	wctx, cancel := context.WithTimeout(ctx, 90*time.Second)
+	defer cancel()
+	exited, err := r.be.WaitUpOrExit(wctx, i)
+	switch {
+	case exited:
+		return r.corruptRefused(ctx, i, res, err)
+	case err != nil:
+		return err
+	}
+	r.be.ExpectExit(i, false)
+	r.corruptServed(i, res, logPath, logFrom)
+	return nil
+}
+
+// flipNode stops node i (SIGTERM) and flips bytes in its LevelDB slot
+// store.
+func (r *run) flipNode(i int) error {
+	id := r.be.IDs()[i]
+	code, err := r.be.Stop(i)
+	r.event("fault", "SIGTERM %s (exit code %d)", id, code)
+	if err != nil {
+		return err
+	}
+	seed := r.rng.Uint64()
+	flipped, err := flipBytes(filepath.Join(r.be.DataDir(i), "slots"), seed, 4)
+	if err != nil {
+		return err
+	}
+	r.event("fault", "flip bytes in %s's LevelDB: %s", id, strings.Join(flipped, ", "))
+	return nil
+}
+
+// corruptRefused records that node i refused its corrupted store (the
+// exit error refusal), then wipes the store and restarts the node.
+func (r *run) corruptRefused(ctx context.Context, i int, res *corruptResult, refusal error) error {
+	res.mu.Lock()
+	res.outcome, res.refusal = "refused", refusal.Error()
+	res.mu.Unlock()
+	r.event("info", "%s refused to start: %s", r.be.IDs()[i], short(refusal.Error(), 300))
+	if err := wipeDir(filepath.Join(r.be.DataDir(i), "slots")); err != nil {
+		return err
+	}
+	return r.restart(ctx, []int{i}, " on a wiped slot store (a new incarnation)")
+}
+
+// corruptServed records that node i serves on its corrupted store, with
+// what LevelDB's LOG (from logFrom on) says it dropped.
+func (r *run) corruptServed(i int, res *corruptResult, logPath string, logFrom int64) {
+	id := r.be.IDs()[i]
+	drops := leveldbDrops(logPath, logFrom)
+	res.mu.Lock()
+	res.outcome, res.drops = "served", drops
+	res.mu.Unlock()
+	if len(drops) > 0 {
+		r.event("info", "%s serves on its corrupted store; LevelDB dropped what it could not read: %s", id,
+			short(strings.Join(drops, "; "), 300))
+	} else {
+		r.event("info", "%s serves on its corrupted store", id)
+	}
+}
+
+// wipeCorrupted handles node i's exit x: a store failure found while
+// serving (at most twice) wipes and restarts the node in the background
+// and returns true; any other exit returns false.
+func (r *run) wipeCorrupted(ctx context.Context, i int, res *corruptResult, x exitInfo) bool {
+	if x.node != i || !mentionsCorruption(x.tail) {
+		return false
+	}
+	res.mu.Lock()
+	res.runtime = lastLine(x.tail)
+	res.restarts++
+	again := res.restarts <= 2
+	res.mu.Unlock()
+	if !again {
+		return false
+	}
+	r.event("info", "%s stopped: its store failed while serving: %s; wiping and restarting it", r.be.IDs()[i], short(lastLine(x.tail), 200))
+	go func() {
+		if err := wipeDir(filepath.Join(r.be.DataDir(i), "slots")); err != nil {
+			r.event("error", "wipe %s: %v", r.be.IDs()[i], err)
+			return
+		}
+		if err := r.restart(ctx, []int{i}, " on a wiped slot store (a new incarnation)"); err != nil {
+			r.event("error", "restart %s: %v", r.be.IDs()[i], err)
+		}
+	}()
+	return true
 }
 
 // leveldbDrops returns the lines of a LevelDB LOG file, from byte from on,

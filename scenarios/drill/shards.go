@@ -48,12 +48,31 @@ const maxAnalyzed = 50
 // lists, for each lost record, the shards of its stripe within [offset-1s,
 // offset+5s) and whatever sits at its offset.
 func (r *run) analyzeLost(rep *Report) []LostRecord {
-	type store struct {
-		id string
-		s  slotstore.Store
+	stores, openErrs, closeStores := r.openSlotStores()
+	defer closeStores()
+	k := raidq.DefaultParams().K
+	var out []LostRecord
+	for n, lk := range r.lostKeys {
+		if n == maxAnalyzed {
+			rep.Notes = append(rep.Notes, fmt.Sprintf("shards listed for the first %d of %d lost records", maxAnalyzed, len(r.lostKeys)))
+			break
+		}
+		prod, seq := int(lk>>40), int(lk&(1<<40-1))
+		out = append(out, r.lostRecord(stores, openErrs, prod, seq, k))
 	}
-	var stores []store
-	var openErrs []ShardSeen
+	return out
+}
+
+// nodeStore is one node's slot store, opened after the drill.
+type nodeStore struct {
+	id string
+	s  slotstore.Store
+}
+
+// openSlotStores opens every node's slot store that exists; openErrs
+// holds one entry per node whose store is missing or failed to open.
+// closeStores closes the opened stores.
+func (r *run) openSlotStores() (stores []nodeStore, openErrs []ShardSeen, closeStores func()) {
 	quiet := slog.New(slog.DiscardHandler)
 	for i, id := range r.be.IDs() {
 		dir := filepath.Join(r.be.DataDir(i), "slots")
@@ -66,78 +85,94 @@ func (r *run) analyzeLost(rep *Report) []LostRecord {
 			openErrs = append(openErrs, ShardSeen{Node: id, Shard: -1, Err: "open: " + err.Error()})
 			continue
 		}
-		defer s.Close()
-		stores = append(stores, store{id, s})
+		stores = append(stores, nodeStore{id, s})
 	}
-	k := raidq.DefaultParams().K
-	var out []LostRecord
-	for n, lk := range r.lostKeys {
-		if n == maxAnalyzed {
-			rep.Notes = append(rep.Notes, fmt.Sprintf("shards listed for the first %d of %d lost records", maxAnalyzed, len(r.lostKeys)))
-			break
+	return stores, openErrs, func() {
+		for i := len(stores) - 1; i >= 0; i-- {
+			stores[i].s.Close()
 		}
-		prod, seq := int(lk>>40), int(lk&(1<<40-1))
-		rec := r.hist.prods[prod].recs[seq]
-		lr := LostRecord{ID: fmt.Sprintf("p%d-%d", prod, seq), Partition: int(rec.part), Offset: rec.off, Index: int(rec.idx),
-			Stripe: rec.stripe, AckedAtS: time.Duration(rec.done).Seconds()}
-		lr.Shards = append(lr.Shards, openErrs...)
-		from := rec.off - min(rec.off, uint64(time.Second))
-		to := rec.off + uint64(5*time.Second)
-		atOffset := make(map[int]bool)
-		elsewhere := make(map[uint64]map[int]bool)
-		for _, st := range stores {
-			err := st.s.Scan(Topic, uint32(rec.part), from, to, func(off uint64, b []byte) bool {
-				h, err := stripe.ParseHeader(b)
-				if err != nil {
-					if off == rec.off {
-						lr.Shards = append(lr.Shards, ShardSeen{Node: st.id, Offset: off, Shard: -1, Err: err.Error()})
-					}
-					return true
-				}
-				same := h.ID.String() == rec.stripe
-				if !same && off != rec.off {
-					return true
-				}
-				ss := ShardSeen{Node: st.id, Offset: off, Shard: int(h.Index), Same: same, Repair: h.Flags&stripe.FlagRepair != 0}
-				if !same {
-					ss.Stripe = h.ID.String()
-				}
-				if _, err := stripe.Parse(b); err != nil {
-					ss.Err = err.Error()
-				} else if same && off == rec.off {
-					atOffset[int(h.Index)] = true
-				} else if same {
-					if elsewhere[off] == nil {
-						elsewhere[off] = make(map[int]bool)
-					}
-					elsewhere[off][int(h.Index)] = true
-				}
-				lr.Shards = append(lr.Shards, ss)
-				return true
-			})
-			if err != nil && !errors.Is(err, slotstore.ErrNotFound) {
-				lr.Shards = append(lr.Shards, ShardSeen{Node: st.id, Shard: -1, Err: "scan: " + err.Error()})
+	}
+}
+
+// lostRecord describes producer prod's lost send seq: what the stores
+// hold near its offset (after openErrs) and a summary of it; k is the
+// shards a stripe needs.
+func (r *run) lostRecord(stores []nodeStore, openErrs []ShardSeen, prod, seq, k int) LostRecord {
+	rec := r.hist.prods[prod].recs[seq]
+	lr := LostRecord{ID: fmt.Sprintf("p%d-%d", prod, seq), Partition: int(rec.part), Offset: rec.off, Index: int(rec.idx),
+		Stripe: rec.stripe, AckedAtS: time.Duration(rec.done).Seconds()}
+	lr.Shards = append(lr.Shards, openErrs...)
+	atOffset := make(map[int]bool)
+	elsewhere := make(map[uint64]map[int]bool)
+	for _, st := range stores {
+		lr.Shards = append(lr.Shards, scanNear(st, rec, atOffset, elsewhere)...)
+	}
+	lr.Summary = r.lostSummary(rec, atOffset, elsewhere, k)
+	return lr
+}
+
+// scanNear returns what st holds within [offset-1s, offset+5s) of rec:
+// the shards of rec's stripe and whatever sits at rec's offset. It adds
+// the good shards of the stripe to atOffset (at rec's offset) or
+// elsewhere (by offset).
+func scanNear(st nodeStore, rec sendRec, atOffset map[int]bool, elsewhere map[uint64]map[int]bool) []ShardSeen {
+	var seen []ShardSeen
+	from := rec.off - min(rec.off, uint64(time.Second))
+	to := rec.off + uint64(5*time.Second)
+	err := st.s.Scan(Topic, uint32(rec.part), from, to, func(off uint64, b []byte) bool {
+		h, err := stripe.ParseHeader(b)
+		if err != nil {
+			if off == rec.off {
+				seen = append(seen, ShardSeen{Node: st.id, Offset: off, Shard: -1, Err: err.Error()})
 			}
+			return true
 		}
-		parts := []string{fmt.Sprintf("%d good shards of the stripe at its acked offset (%d needed)", len(atOffset), k)}
-		var offs []uint64
-		for o := range elsewhere {
-			offs = append(offs, o)
+		same := h.ID.String() == rec.stripe
+		if !same && off != rec.off {
+			return true
 		}
-		sort.Slice(offs, func(i, j int) bool { return offs[i] < offs[j] })
-		for _, o := range offs {
-			parts = append(parts, fmt.Sprintf("%d at offset %+.3fms", len(elsewhere[o]), float64(int64(o-rec.off))/1e6))
+		ss := ShardSeen{Node: st.id, Offset: off, Shard: int(h.Index), Same: same, Repair: h.Flags&stripe.FlagRepair != 0}
+		if !same {
+			ss.Stripe = h.ID.String()
 		}
-		if c := r.topicCreated; c > 0 && rec.off < c {
-			parts = append(parts, fmt.Sprintf("the offset is %.1fms before the topic's creation, where readers start: "+
-				"a node accepted a write no reader will ever read", float64(c-rec.off)/1e6))
-		} else if len(atOffset) >= k {
-			parts = append(parts, "decodable on disk: a read-path problem")
+		if _, err := stripe.Parse(b); err != nil {
+			ss.Err = err.Error()
+		} else if same && off == rec.off {
+			atOffset[int(h.Index)] = true
+		} else if same {
+			if elsewhere[off] == nil {
+				elsewhere[off] = make(map[int]bool)
+			}
+			elsewhere[off][int(h.Index)] = true
 		}
-		lr.Summary = strings.Join(parts, "; ")
-		out = append(out, lr)
+		seen = append(seen, ss)
+		return true
+	})
+	if err != nil && !errors.Is(err, slotstore.ErrNotFound) {
+		seen = append(seen, ShardSeen{Node: st.id, Shard: -1, Err: "scan: " + err.Error()})
 	}
-	return out
+	return seen
+}
+
+// lostSummary sums up where rec's stripe's good shards are and what that
+// suggests.
+func (r *run) lostSummary(rec sendRec, atOffset map[int]bool, elsewhere map[uint64]map[int]bool, k int) string {
+	parts := []string{fmt.Sprintf("%d good shards of the stripe at its acked offset (%d needed)", len(atOffset), k)}
+	var offs []uint64
+	for o := range elsewhere {
+		offs = append(offs, o)
+	}
+	sort.Slice(offs, func(i, j int) bool { return offs[i] < offs[j] })
+	for _, o := range offs {
+		parts = append(parts, fmt.Sprintf("%d at offset %+.3fms", len(elsewhere[o]), float64(int64(o-rec.off))/1e6))
+	}
+	if c := r.topicCreated; c > 0 && rec.off < c {
+		parts = append(parts, fmt.Sprintf("the offset is %.1fms before the topic's creation, where readers start: "+
+			"a node accepted a write no reader will ever read", float64(c-rec.off)/1e6))
+	} else if len(atOffset) >= k {
+		parts = append(parts, "decodable on disk: a read-path problem")
+	}
+	return strings.Join(parts, "; ")
 }
 
 // redundancy opens every node's slot store (the nodes are stopped) and
@@ -148,24 +183,48 @@ func (r *run) analyzeLost(rep *Report) []LostRecord {
 // promises n-k losses once the remaining shards land or are repaired, W-k
 // (0 by default) at the ack. The keys are shard counts ("6", "5", ...).
 func (r *run) redundancy() (map[string]int, error) {
-	type slot struct {
-		part int32
-		off  uint64
+	want, acked, lo, hi := r.ackedStripes()
+	if len(want) == 0 {
+		return nil, nil
 	}
-	type copyKey struct {
-		part   int32
-		stripe string
-		off    uint64
+	hi += uint64(30 * time.Second) // rewrites and re-appends land later
+	count, err := r.countCopies(acked, lo, hi)
+	best := make(map[string]int)
+	for k, shards := range count {
+		best[k.stripe] = max(best[k.stripe], len(shards))
 	}
-	want := make(map[slot]string)   // acked stripe at its offset
-	acked := make(map[string]int32) // acked stripe -> partition
-	var lo, hi uint64
+	out := make(map[string]int)
+	for _, st := range want {
+		out[fmt.Sprint(best[st])]++
+	}
+	return out, err
+}
+
+// slotKey is a slot of a partition.
+type slotKey struct {
+	part int32
+	off  uint64
+}
+
+// copyKey is a copy of a stripe: its partition, ID and offset.
+type copyKey struct {
+	part   int32
+	stripe string
+	off    uint64
+}
+
+// ackedStripes returns every acked stripe at its acked slot (want), each
+// acked stripe's partition (acked), and the lowest and highest acked
+// offsets.
+func (r *run) ackedStripes() (want map[slotKey]string, acked map[string]int32, lo, hi uint64) {
+	want = make(map[slotKey]string)
+	acked = make(map[string]int32)
 	for _, recs := range r.sends() {
 		for i := range recs {
 			if recs[i].status != statusAcked {
 				continue
 			}
-			want[slot{recs[i].part, recs[i].off}] = recs[i].stripe
+			want[slotKey{recs[i].part, recs[i].off}] = recs[i].stripe
 			acked[recs[i].stripe] = recs[i].part
 			if lo == 0 || recs[i].off < lo {
 				lo = recs[i].off
@@ -173,10 +232,13 @@ func (r *run) redundancy() (map[string]int, error) {
 			hi = max(hi, recs[i].off)
 		}
 	}
-	if len(want) == 0 {
-		return nil, nil
-	}
-	hi += uint64(30 * time.Second) // rewrites and re-appends land later
+	return want, acked, lo, hi
+}
+
+// countCopies scans every node's slot store within [lo, hi] and returns,
+// for every copy of an acked stripe in its partition, the indices of its
+// good shards found; the error joins the nodes' open and scan errors.
+func (r *run) countCopies(acked map[string]int32, lo, hi uint64) (map[copyKey]map[int]bool, error) {
 	count := make(map[copyKey]map[int]bool)
 	quiet := slog.New(slog.DiscardHandler)
 	var errs []error
@@ -213,13 +275,5 @@ func (r *run) redundancy() (map[string]int, error) {
 		}
 		_ = s.Close()
 	}
-	best := make(map[string]int)
-	for k, shards := range count {
-		best[k.stripe] = max(best[k.stripe], len(shards))
-	}
-	out := make(map[string]int)
-	for _, st := range want {
-		out[fmt.Sprint(best[st])]++
-	}
-	return out, errors.Join(errs...)
+	return count, errors.Join(errs...)
 }

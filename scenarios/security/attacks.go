@@ -30,35 +30,90 @@ const violationWait = 3 * time.Second
 // attacks runs every attempt, with a legitimate producer of topic A
 // running meanwhile, then the final round trip.
 func (r *run) attacks(ctx context.Context) error {
-	mallory, err := r.connect("writer-a", raidq.ClientAuth{User: "writer-a", Password: r.pw["writer-a"]})
+	cs, err := r.connectCast(ctx)
 	if err != nil {
 		return err
 	}
-	legit, err := r.connect("writer-a", raidq.ClientAuth{User: "writer-a", Password: r.pw["writer-a"]})
+	start := time.Now().Add(-time.Second)
+	if err := r.seedTopicB(ctx, cs.bravo); err != nil {
+		return err
+	}
+
+	stop, done := make(chan struct{}), make(chan struct{})
+	go r.background(ctx, cs.legit, stop, done)
+	defer func() {
+		select {
+		case <-stop:
+		default:
+			close(stop)
+		}
+		<-done
+	}()
+
+	ta, err := cs.mallory.meta.Topic(ctx, TopicA)
 	if err != nil {
 		return err
 	}
-	reader, err := r.connect("reader-a", raidq.ClientAuth{User: "reader-a", Password: r.pw["reader-a"]})
+	tb, err := cs.mallory.meta.Topic(ctx, TopicB)
 	if err != nil {
 		return err
 	}
-	bravo, err := r.connect("writer-b", raidq.ClientAuth{User: "writer-b", Password: r.pw["writer-b"]})
-	if err != nil {
-		return err
+	r.producerAttacks(ctx, cs.mallory, ta, tb, start)
+	r.consumerAttacks(ctx, cs.reader, ta)
+	r.connectAttacks(ctx)
+	r.flood(ctx, cs.mallory, ta)
+
+	close(stop)
+	<-done
+	rep := r.report
+	r.check(Check{Name: "legitimate writes during the attacks", Who: "writer-a", Tried: fmt.Sprintf("write topic %s every 20ms throughout", TopicA),
+		Want: "works", Got: fmt.Sprintf("%d sent, %d acked, %d failed", rep.BackgroundSent, rep.BackgroundAcked, rep.BackgroundFailed),
+		Pass: rep.BackgroundSent > 0 && rep.BackgroundFailed == 0 && rep.BackgroundAcked == rep.BackgroundSent})
+	r.roundTrip(ctx, cs.legit, cs.reader, start)
+	return nil
+}
+
+// cast is the attacks' clients.
+type cast struct {
+	mallory *actor // writer-a, attacking
+	legit   *actor // writer-a, writing topic A in the background
+	reader  *actor // reader-a
+	bravo   *actor // writer-b
+}
+
+// connectCast connects the attacks' clients and waits until each one
+// sees both topics.
+func (r *run) connectCast(ctx context.Context) (cast, error) {
+	var cs cast
+	var err error
+	if cs.mallory, err = r.connect("writer-a", raidq.ClientAuth{User: "writer-a", Password: r.pw["writer-a"]}); err != nil {
+		return cs, err
 	}
-	for _, a := range []*actor{mallory, legit, reader, bravo} {
+	if cs.legit, err = r.connect("writer-a", raidq.ClientAuth{User: "writer-a", Password: r.pw["writer-a"]}); err != nil {
+		return cs, err
+	}
+	if cs.reader, err = r.connect("reader-a", raidq.ClientAuth{User: "reader-a", Password: r.pw["reader-a"]}); err != nil {
+		return cs, err
+	}
+	if cs.bravo, err = r.connect("writer-b", raidq.ClientAuth{User: "writer-b", Password: r.pw["writer-b"]}); err != nil {
+		return cs, err
+	}
+	for _, a := range []*actor{cs.mallory, cs.legit, cs.reader, cs.bravo} {
 		for _, t := range []string{TopicA, TopicB} {
 			wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 			err := a.c.WaitTopic(wctx, t)
 			cancel()
 			if err != nil {
-				return fmt.Errorf("security drill: %s does not see topic %s: %w", a.name, t, err)
+				return cs, fmt.Errorf("security drill: %s does not see topic %s: %w", a.name, t, err)
 			}
 		}
 	}
-	start := time.Now().Add(-time.Second)
+	return cs, nil
+}
 
-	// Topic B holds data worth stealing.
+// seedTopicB writes five messages to topic B as writer-b: data worth
+// stealing.
+func (r *run) seedTopicB(ctx context.Context, bravo *actor) error {
 	pb, err := bravo.c.Producer(TopicB)
 	if err != nil {
 		return err
@@ -73,38 +128,6 @@ func (r *run) attacks(ctx context.Context) error {
 		}
 	}
 	_ = pb.Close()
-
-	stop, done := make(chan struct{}), make(chan struct{})
-	go r.background(ctx, legit, stop, done)
-	defer func() {
-		select {
-		case <-stop:
-		default:
-			close(stop)
-		}
-		<-done
-	}()
-
-	ta, err := mallory.meta.Topic(ctx, TopicA)
-	if err != nil {
-		return err
-	}
-	tb, err := mallory.meta.Topic(ctx, TopicB)
-	if err != nil {
-		return err
-	}
-	r.producerAttacks(ctx, mallory, ta, tb, start)
-	r.consumerAttacks(ctx, reader, ta)
-	r.connectAttacks(ctx)
-	r.flood(ctx, mallory, ta)
-
-	close(stop)
-	<-done
-	rep := r.report
-	r.check(Check{Name: "legitimate writes during the attacks", Who: "writer-a", Tried: fmt.Sprintf("write topic %s every 20ms throughout", TopicA),
-		Want: "works", Got: fmt.Sprintf("%d sent, %d acked, %d failed", rep.BackgroundSent, rep.BackgroundAcked, rep.BackgroundFailed),
-		Pass: rep.BackgroundSent > 0 && rep.BackgroundFailed == 0 && rep.BackgroundAcked == rep.BackgroundSent})
-	r.roundTrip(ctx, legit, reader, start)
 	return nil
 }
 
@@ -154,9 +177,20 @@ func (r *run) refusedByNode(a *actor, name, tried, subject string, data []byte, 
 	r.check(Check{Name: name, Who: a.name, Tried: tried, Got: got, Pass: ok})
 }
 
+// producerAttacks checks, as m (writer-a), everything a producer of
+// topic A must not do: touch topic B (written since start), write raw
+// or forged shards, write the metadata, read the status, sniff replies.
 func (r *run) producerAttacks(ctx context.Context, m *actor, ta, tb meta.TopicRecord, start time.Time) {
-	c := r.cfg.Cluster
-	// Write topic B through the client.
+	r.writeOtherTopic(ctx, m)
+	r.scanOtherTopic(m, start)
+	r.subscribeOtherTopic(m)
+	r.rawWrites(m, ta, tb)
+	r.metadataAttacks(ctx, m)
+	r.sniffReplies(m)
+}
+
+// writeOtherTopic checks that m cannot write topic B through the client.
+func (r *run) writeOtherTopic(ctx context.Context, m *actor) {
 	p, err := m.c.Producer(TopicB)
 	if err == nil {
 		sctx, cancel := context.WithTimeout(ctx, 4*time.Second)
@@ -171,8 +205,11 @@ func (r *run) producerAttacks(ctx context.Context, m *actor, ta, tb meta.TopicRe
 		got = "failed without a permission violation: " + err.Error()
 	}
 	r.check(Check{Name: "write another topic", Who: m.name, Tried: "produce to topic " + TopicB, Got: got, Pass: ok})
+}
 
-	// Read topic B by scanning.
+// scanOtherTopic checks that m cannot read topic B (from start) by
+// scanning.
+func (r *run) scanOtherTopic(m *actor, start time.Time) {
 	n := 0
 	cons, err := m.c.Consumer(TopicB, raidq.WithStart(start))
 	if err == nil {
@@ -188,24 +225,32 @@ func (r *run) producerAttacks(ctx context.Context, m *actor, ta, tb meta.TopicRe
 		}
 		cons.Close()
 	}
-	got, ok = m.violation(violationWait, "Publish to", ".scan.", "."+TopicB+".")
+	got, ok := m.violation(violationWait, "Publish to", ".scan.", "."+TopicB+".")
 	if n > 0 {
 		got, ok = fmt.Sprintf("read %d messages of topic %s", n, TopicB), false
 	}
 	r.check(Check{Name: "read another topic (scan)", Who: m.name, Tried: "consume topic " + TopicB, Got: got, Pass: ok})
+}
 
-	// Read topic B on its deliver subjects.
+// subscribeOtherTopic checks that m cannot read topic B on its deliver
+// subjects.
+func (r *run) subscribeOtherTopic(m *actor) {
 	sub, err := m.c.Conn().SubscribeSync(r.subj.DeliverAll(TopicB))
-	if err == nil {
-		r.refusedByNATS(m, "read another topic (subscribe)", "subscribe to "+r.subj.DeliverAll(TopicB), "Subscription to", ".deliver."+TopicB)
-		if msg, err := sub.NextMsg(500 * time.Millisecond); err == nil {
-			r.check(Check{Name: "read another topic (subscribe)", Who: m.name, Tried: "receive on " + r.subj.DeliverAll(TopicB),
-				Got: "received " + msg.Subject, Pass: false})
-		}
-		_ = sub.Unsubscribe()
+	if err != nil {
+		return
 	}
+	r.refusedByNATS(m, "read another topic (subscribe)", "subscribe to "+r.subj.DeliverAll(TopicB), "Subscription to", ".deliver."+TopicB)
+	if msg, err := sub.NextMsg(500 * time.Millisecond); err == nil {
+		r.check(Check{Name: "read another topic (subscribe)", Who: m.name, Tried: "receive on " + r.subj.DeliverAll(TopicB),
+			Got: "received " + msg.Subject, Pass: false})
+	}
+	_ = sub.Unsubscribe()
+}
 
-	// Raw writes.
+// rawWrites checks that raw write requests are refused: by NATS on topic
+// B's slot subject, by the node for a write naming another topic, a
+// forged repair write and garbage on topic A's.
+func (r *run) rawWrites(m *actor, ta, tb meta.TopicRecord) {
 	nodeB := tb.Ensembles[0][0]
 	_, _ = m.c.Conn().Request(r.subj.Slot(nodeB, TopicB, 0), shardFor(tb, 0, "raw").Marshal(), 500*time.Millisecond)
 	r.refusedByNATS(m, "raw write to another topic's slot", "publish a write request on "+r.subj.Slot(nodeB, TopicB, 0),
@@ -223,10 +268,15 @@ func (r *run) producerAttacks(ctx context.Context, m *actor, ta, tb meta.TopicRe
 		garbage[i] = byte(rand.Uint32())
 	}
 	r.refusedByNode(m, "garbage request", "300 random bytes on "+r.subj.Slot(nodeA, TopicA, 0), r.subj.Slot(nodeA, TopicA, 0), garbage, "bad message")
+}
 
-	// Metadata: topics and members are not a producer's to write.
+// metadataAttacks checks that m cannot create topics, forge member
+// records or heartbeats, delete the metadata or read the nodes' status:
+// topics and members are not a producer's to write.
+func (r *run) metadataAttacks(ctx context.Context, m *actor) {
+	c := r.cfg.Cluster
 	cctx, cancel := context.WithTimeout(ctx, 3*time.Second)
-	_, err = m.c.CreateTopic(cctx, raidq.TopicConfig{Name: "rogue", Partitions: 1, Params: r.params})
+	_, err := m.c.CreateTopic(cctx, raidq.TopicConfig{Name: "rogue", Partitions: 1, Params: r.params})
 	cancel()
 	metaB := "$KV.raidq_" + c + "_meta"
 	if err == nil {
@@ -254,8 +304,10 @@ func (r *run) producerAttacks(ctx context.Context, m *actor, ta, tb meta.TopicRe
 	} else {
 		r.refusedByNATS(m, "read the nodes' status", "discover the nodes ($SRV.PING) for raidq status", "Publish to", "$SRV.PING")
 	}
+}
 
-	// Replies of others.
+// sniffReplies checks that m cannot subscribe to other clients' replies.
+func (r *run) sniffReplies(m *actor) {
 	for _, s := range []string{"_INBOX.>", bus.InboxPrefix("reader-a") + ".>"} {
 		sub, err := m.c.Conn().SubscribeSync(s)
 		if err == nil {

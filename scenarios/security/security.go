@@ -181,6 +181,18 @@ func (r *run) setup(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	if err := r.writeAuth(); err != nil {
+		return err
+	}
+	if err := r.startNodes(ctx); err != nil {
+		return err
+	}
+	return r.createTopics(ctx)
+}
+
+// writeAuth picks the users' passwords, writes the auth file and loads
+// it into r.auth.
+func (r *run) writeAuth() error {
 	for _, u := range []string{"ops", "writer-a", "reader-a", "writer-b", "route"} {
 		r.pw[u] = secret()
 	}
@@ -202,9 +214,13 @@ routes: {user: route, password: "%s"}
 	if err := os.WriteFile(file, []byte(text), 0o600); err != nil {
 		return err
 	}
-	if r.auth, err = natsserver.LoadAuthFile(file); err != nil {
-		return err
-	}
+	r.auth, err = natsserver.LoadAuthFile(file)
+	return err
+}
+
+// startNodes starts the nodes (TLS, the auth file) in parallel and
+// records their client URLs and routes.
+func (r *run) startNodes(ctx context.Context) error {
 	ports, err := cluster.FreePorts(2 * r.cfg.Nodes)
 	if err != nil {
 		return err
@@ -231,7 +247,12 @@ routes: {user: route, password: "%s"}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("security drill: start the nodes: %w", err)
 	}
-	// The admin creates the two topics once every node is a member.
+	return nil
+}
+
+// createTopics creates the two topics as the admin, retrying (up to
+// 60s) until every node is a member.
+func (r *run) createTopics(ctx context.Context) error {
 	admin, err := r.connect("ops", raidq.ClientAuth{User: "ops", Password: r.pw["ops"]})
 	if err != nil {
 		return err

@@ -71,89 +71,123 @@ func (s *sim) scheduleGroup() {
 		g.slots = append(g.slots, m)
 		s.at(start, m.join)
 	}
-	span := s.faultSpan() + int64(4*time.Second)
-	busy := map[int][]window{}
-	fits := func(slot int, w window) bool {
-		for _, b := range busy[slot] {
-			if w.from < b.to+int64(time.Second) && b.from < w.to+int64(time.Second) {
-				return false
-			}
-		}
-		busy[slot] = append(busy[slot], w)
-		return true
-	}
+	f := &groupFaults{s: s, g: g, start: start, span: s.faultSpan() + int64(4*time.Second), busy: map[int][]window{}}
 	g.faultEnd = start
-	plan := func(count int, minLen, maxLen int64, do func(m *member, w window)) {
-		for range count {
-			for try := 0; try < 10; try++ {
-				m := g.slots[s.rnd.IntN(len(g.slots))]
-				at := start + int64(500*time.Millisecond) + s.rnd.Int64N(span)
-				w := window{from: at, to: at + minLen + s.rnd.Int64N(max(maxLen-minLen, 1))}
-				if fits(m.slot, w) {
-					do(m, w)
-					g.faultEnd = max(g.faultEnd, w.to)
-					break
-				}
-			}
-		}
-	}
-	plan(c.Crashes, int64(500*time.Millisecond), int64(6*time.Second), func(m *member, w window) {
-		freshID := s.rnd.IntN(2) == 0
-		crashed := false
-		s.at(w.from, func() { crashed = m.crash() })
-		s.at(w.to, func() {
-			if !crashed || m.up {
-				return
-			}
-			if freshID {
-				m.id = g.freshID(m.slot)
-			}
-			m.join()
-		})
-	})
-	plan(c.Leaves, int64(time.Second), int64(5*time.Second), func(m *member, w window) {
-		left := false
-		s.at(w.from, func() {
-			if m.up && !m.leaving && !m.stopped {
-				left = true
-				m.leaving = true
-				m.next()
-			}
-		})
-		var rejoin func()
-		rejoin = func() {
-			switch {
-			case !left:
-			case m.up: // still leaving (its releases wait for the KV)
-				s.at(s.now+int64(100*time.Millisecond), rejoin)
-			default:
-				m.id = g.freshID(m.slot)
-				m.join()
-			}
-		}
-		s.at(w.to, rejoin)
-	})
-	var cuts []window // no two members cut off at once: one can take over from the other
-	plan(c.CutOffs, int64(time.Second), int64(c.MaxCut), func(m *member, w window) {
-		for _, o := range cuts {
-			if w.from < o.to && o.from < w.to {
-				return
-			}
-		}
-		cuts = append(cuts, w)
-		f := kvFault{from: w.from, to: w.to, hang: s.rnd.IntN(2) == 0}
-		s.kv.cuts[m.name] = append(s.kv.cuts[m.name], f)
-		s.at(f.from, func() {
-			s.res.KVCutOffs++
-			s.log.add("%s (%s) CUT OFF from the KV (%s) until %s", m.name, m.id, hangName(f.hang), s.log.at(f.to))
-		})
-		s.at(f.to, func() { s.log.add("%s reaches the KV again", m.name) })
-	})
-	for _, f := range s.kv.stalls {
-		g.faultEnd = max(g.faultEnd, f.to)
+	f.plan(c.Crashes, int64(500*time.Millisecond), int64(6*time.Second), f.crash)
+	f.plan(c.Leaves, int64(time.Second), int64(5*time.Second), f.leave)
+	f.plan(c.CutOffs, int64(time.Second), int64(c.MaxCut), f.cutOff)
+	for _, st := range s.kv.stalls {
+		g.faultEnd = max(g.faultEnd, st.to)
 	}
 	// A few rounds more, so that the last join or return plays out.
 	g.faultEnd += 3 * groupInterval
+}
+
+// groupFaults places the group's member faults in time: each within
+// [start+0.5s, start+0.5s+span), each slot at most one fault at a time
+// (1 s apart), one member cut off at a time.
+type groupFaults struct {
+	s     *sim
+	g     *group
+	start int64 // the members' first join
+	span  int64
+	busy  map[int][]window // the faults planned, per slot
+	cuts  []window         // the KV cut-offs planned
+}
+
+// fits reports whether w keeps 1 s from every fault planned for slot,
+// and if so books w for it.
+func (f *groupFaults) fits(slot int, w window) bool {
+	for _, b := range f.busy[slot] {
+		if w.from < b.to+int64(time.Second) && b.from < w.to+int64(time.Second) {
+			return false
+		}
+	}
+	f.busy[slot] = append(f.busy[slot], w)
+	return true
+}
+
+// plan draws count faults of minLen to maxLen on random members (10
+// tries each to find a window that fits) and has do schedule each one;
+// g.faultEnd grows to the end of the last.
+func (f *groupFaults) plan(count int, minLen, maxLen int64, do func(m *member, w window)) {
+	s, g := f.s, f.g
+	for range count {
+		for try := 0; try < 10; try++ {
+			m := g.slots[s.rnd.IntN(len(g.slots))]
+			at := f.start + int64(500*time.Millisecond) + s.rnd.Int64N(f.span)
+			w := window{from: at, to: at + minLen + s.rnd.Int64N(max(maxLen-minLen, 1))}
+			if f.fits(m.slot, w) {
+				do(m, w)
+				g.faultEnd = max(g.faultEnd, w.to)
+				break
+			}
+		}
+	}
+}
+
+// crash schedules m's crash at w.from and its restart at w.to, under a
+// fresh id for half of them.
+func (f *groupFaults) crash(m *member, w window) {
+	s, g := f.s, f.g
+	freshID := s.rnd.IntN(2) == 0
+	crashed := false
+	s.at(w.from, func() { crashed = m.crash() })
+	s.at(w.to, func() {
+		if !crashed || m.up {
+			return
+		}
+		if freshID {
+			m.id = g.freshID(m.slot)
+		}
+		m.join()
+	})
+}
+
+// leave schedules m's graceful leave at w.from and its return under a
+// fresh id at w.to (or once the leave is done).
+func (f *groupFaults) leave(m *member, w window) {
+	s, g := f.s, f.g
+	left := false
+	s.at(w.from, func() {
+		if m.up && !m.leaving && !m.stopped {
+			left = true
+			m.leaving = true
+			m.next()
+		}
+	})
+	var rejoin func()
+	rejoin = func() {
+		switch {
+		case !left:
+		case m.up: // still leaving (its releases wait for the KV)
+			s.at(s.now+int64(100*time.Millisecond), rejoin)
+		default:
+			m.id = g.freshID(m.slot)
+			m.join()
+		}
+	}
+	s.at(w.to, rejoin)
+}
+
+// cutOff cuts m off from the KV during w (hanging or failing its calls,
+// half each), unless another member's cut-off overlaps w: no two members
+// cut off at once, so that one can take over from the other.
+func (f *groupFaults) cutOff(m *member, w window) {
+	s := f.s
+	for _, o := range f.cuts {
+		if w.from < o.to && o.from < w.to {
+			return
+		}
+	}
+	f.cuts = append(f.cuts, w)
+	kf := kvFault{from: w.from, to: w.to, hang: s.rnd.IntN(2) == 0}
+	s.kv.cuts[m.name] = append(s.kv.cuts[m.name], kf)
+	s.at(kf.from, func() {
+		s.res.KVCutOffs++
+		s.log.add("%s (%s) CUT OFF from the KV (%s) until %s", m.name, m.id, hangName(kf.hang), s.log.at(kf.to))
+	})
+	s.at(kf.to, func() { s.log.add("%s reaches the KV again", m.name) })
 }
 
 // freshID is a new member id for slot's process: "m<slot><letter>" and
