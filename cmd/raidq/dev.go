@@ -6,7 +6,6 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"strings"
 	"syscall"
 
@@ -119,10 +118,6 @@ func runDev(cmd *cobra.Command, f *devFlags) error {
 func (f *devFlags) describe(out io.Writer, lc *server.LocalCluster) {
 	cfg := &f.cfg
 	ids := lc.NodeIDs()
-	dirs := make([]string, len(ids))
-	for i := range ids {
-		dirs[i] = filepath.Join(cfg.Dir, fmt.Sprintf("node-%d", i))
-	}
 	fmt.Fprintf(out, "raidq dev: cluster %q listening on %s (JetStream on, metadata in KV)\n", cfg.Cluster, lc.ClientURL())
 	fmt.Fprintf(out, "nodes: %s (data in %s)\n", strings.Join(ids, " "), cfg.Dir)
 	f.sec.describe(out, cfg, lc.ClientURL()) // security_dev.go: auth, TLS and a command to try
