@@ -1,6 +1,7 @@
 package actors
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -103,6 +104,27 @@ func (c *Client) link(node string) (*link, error) {
 	}
 	c.links[node] = l
 	return l, nil
+}
+
+// Request sends data to node on subject through the client's link to the
+// node and waits for the reply's payload. It is the one request path to
+// a node, besides a producer's shards: it shares the link's outstanding
+// requests and health with them, so a saturated link refuses it at once
+// (ErrLinkSaturated) and it counts as outstanding until answered or given
+// up. It gives up with ErrLinkTimeout after timeout or the link's
+// timeout (ClientConfig.Link), whichever is shorter (timeout <= 0: the
+// link's), and with ctx's error (wrapped) when ctx ends first. A node
+// nothing answers for (not subscribed: down) is ErrNoResponders; a closed
+// client is core.ErrClosed, a closed link ErrLinkClosed. The request goes
+// over the node's connection (ClientConfig.NodeConn) like the shards do.
+// Any goroutine may call it.
+func (c *Client) Request(ctx context.Context, node, subject string, data []byte, timeout time.Duration) ([]byte, error) {
+	l, err := c.link(node)
+	if err != nil {
+		return nil, err
+	}
+	b, _, err := l.request(ctx, subject, data, timeout)
+	return b, err
 }
 
 // spawn starts a top-level client actor (producer, reader) and remembers

@@ -1,6 +1,7 @@
 package actors
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strconv"
@@ -42,8 +43,12 @@ type LinkResult struct {
 	RTT  time.Duration
 }
 
+// linkPending is one request awaiting its reply. Its result goes to
+// replyTo as a message (send) or into ch (request: buffered for the one
+// result, so delivering never blocks).
 type linkPending struct {
 	replyTo *actor.PID
+	ch      chan *LinkResult
 	tag     any
 	sent    time.Time
 }
@@ -51,14 +56,17 @@ type linkPending struct {
 // link is the client's view of one node: it sends requests with a reply
 // subject of its own, matches replies, and tracks the node's health
 // (outstanding requests, smoothed round trip) so that a slow or dead node
-// costs a producer nothing but a refused send.
+// costs a producer nothing but a refused send. Every request a client or
+// a node makes to a node goes through the node's link: a producer's
+// shards (send), and the scans of readers and repair and the nodes'
+// status requests (request, Client.Request).
 //
 // It is a plain object, not an actor: a producer actor calls send from its
 // Receive, and the reply goes from the subscription's callback straight to
 // the producer's mailbox. (As an actor it cost two more mailbox hops per
 // shard, twelve per stripe, on the path of every ack.) mu guards pending;
-// results are always delivered as messages, never by calling back into
-// the sender.
+// results are always delivered as messages or on a request's channel,
+// never by calling back into the sender.
 type link struct {
 	node  string
 	nc    *nats.Conn
@@ -99,28 +107,84 @@ func newLink(sys *actor.ActorSystem, node string, nc *nats.Conn, cfg LinkConfig)
 // send sends one request; its reply (or an error) reaches replyTo as a
 // *LinkResult carrying tag. Any goroutine may call it.
 func (l *link) send(subject string, data []byte, replyTo *actor.PID, tag any) {
+	l.start(subject, data, linkPending{replyTo: replyTo, tag: tag})
+}
+
+// request sends one request and waits for its reply: the same pending
+// requests, reply inbox and health as send (a saturated link refuses it
+// at once with ErrLinkSaturated, and it counts as outstanding until it is
+// answered or given up). It gives up with ErrLinkTimeout after timeout or
+// the link's Timeout, whichever is shorter (timeout <= 0: the link's),
+// and with ctx's error when ctx ends first. A node that nothing answers
+// for is ErrNoResponders. The duration is the reply's round trip. Any
+// goroutine may call it.
+func (l *link) request(ctx context.Context, subject string, data []byte, timeout time.Duration) ([]byte, time.Duration, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, 0, fmt.Errorf("link to %s: %w", l.node, err)
+	}
+	if timeout <= 0 || timeout > l.cfg.Timeout {
+		timeout = l.cfg.Timeout
+	}
+	ch := make(chan *LinkResult, 1)
+	seq := l.start(subject, data, linkPending{ch: ch})
+	t := time.NewTimer(timeout)
+	defer t.Stop()
+	var err error
+	select {
+	case r := <-ch:
+		return r.Data, r.RTT, r.Err
+	case <-t.C:
+		err = fmt.Errorf("node %s: %w after %v", l.node, ErrLinkTimeout, timeout)
+	case <-ctx.Done():
+		err = fmt.Errorf("link to %s: %w", l.node, ctx.Err())
+	}
+	if _, ok := l.take(seq); ok {
+		return nil, 0, err // given up here: no longer outstanding
+	}
+	// Answered, timed out by the sweeper or refused meanwhile: that result.
+	r := <-ch
+	return r.Data, r.RTT, r.Err
+}
+
+// start registers p as pending and publishes the request; a closed or
+// saturated link, or a failed publish, delivers p's error instead. It
+// returns the request's sequence number (0: not registered).
+func (l *link) start(subject string, data []byte, p linkPending) uint64 {
 	l.mu.Lock()
 	if l.closed {
 		l.mu.Unlock()
-		l.sys.Root.Send(replyTo, &LinkResult{Tag: tag, Err: fmt.Errorf("link to %s: %w", l.node, ErrLinkClosed)})
-		return
+		l.deliver(p, &LinkResult{Tag: p.tag, Err: fmt.Errorf("link to %s: %w", l.node, ErrLinkClosed)})
+		return 0
 	}
 	if len(l.pending) >= l.cfg.MaxInflight {
 		n := len(l.pending)
 		l.mu.Unlock()
-		l.sys.Root.Send(replyTo, &LinkResult{Tag: tag, Err: fmt.Errorf("link to %s: %w (%d outstanding)", l.node, ErrLinkSaturated, n)})
-		return
+		l.deliver(p, &LinkResult{Tag: p.tag, Err: fmt.Errorf("link to %s: %w (%d outstanding)", l.node, ErrLinkSaturated, n)})
+		return 0
 	}
 	l.seq++
 	seq := l.seq
 	// Pending before publishing: the reply may come back before Publish returns.
-	l.pending[seq] = linkPending{replyTo: replyTo, tag: tag, sent: time.Now()}
+	p.sent = time.Now()
+	l.pending[seq] = p
 	l.mu.Unlock()
 	if err := l.nc.PublishRequest(subject, l.inbox+"."+strconv.FormatUint(seq, 10), data); err != nil {
 		if p, ok := l.take(seq); ok {
-			l.sys.Root.Send(p.replyTo, &LinkResult{Tag: p.tag, Err: fmt.Errorf("link to %s: %w", l.node, err)})
+			l.deliver(p, &LinkResult{Tag: p.tag, Err: fmt.Errorf("link to %s: %w", l.node, err)})
 		}
 	}
+	return seq
+}
+
+// deliver hands a pending request its result: a message to the sender's
+// actor, or the request's channel. Each pending request is delivered
+// once (whoever removes it from pending delivers it).
+func (l *link) deliver(p linkPending, res *LinkResult) {
+	if p.ch != nil {
+		p.ch <- res
+		return
+	}
+	l.sys.Root.Send(p.replyTo, res)
 }
 
 // take removes and returns the pending request seq, if it is still pending.
@@ -155,7 +219,7 @@ func (l *link) onReply(m *nats.Msg) {
 	if len(m.Data) == 0 && m.Header.Get("Status") == "503" {
 		res.Data, res.Err = nil, fmt.Errorf("node %s: %w", l.node, ErrNoResponders)
 	}
-	l.sys.Root.Send(p.replyTo, res)
+	l.deliver(p, res)
 }
 
 // sweeper reports requests without a reply after the link's timeout.
@@ -184,7 +248,7 @@ func (l *link) sweep(now time.Time) {
 	}
 	l.mu.Unlock()
 	for _, p := range expired {
-		l.sys.Root.Send(p.replyTo, &LinkResult{Tag: p.tag, Err: fmt.Errorf("node %s: %w after %v", l.node, ErrLinkTimeout, l.cfg.Timeout)})
+		l.deliver(p, &LinkResult{Tag: p.tag, Err: fmt.Errorf("node %s: %w after %v", l.node, ErrLinkTimeout, l.cfg.Timeout)})
 	}
 }
 
@@ -203,7 +267,7 @@ func (l *link) close() {
 	close(l.done)
 	l.wg.Wait()
 	for _, p := range pending {
-		l.sys.Root.Send(p.replyTo, &LinkResult{Tag: p.tag, Err: fmt.Errorf("link to %s: %w", l.node, ErrLinkClosed)})
+		l.deliver(p, &LinkResult{Tag: p.tag, Err: fmt.Errorf("link to %s: %w", l.node, ErrLinkClosed)})
 	}
 }
 

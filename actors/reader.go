@@ -1,6 +1,8 @@
 package actors
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -9,7 +11,6 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/asynkron/protoactor-go/scheduler"
-	"github.com/nats-io/nats.go"
 
 	"github.com/raidq/raidq/actors/core"
 	"github.com/raidq/raidq/actors/internal/actorsys"
@@ -29,7 +30,8 @@ type ReaderConfig struct {
 	// stripe delivered there (by a previous owner) is not delivered again
 	// at a second copy after From (core.ReaderConfig.Warm).
 	Warm time.Duration
-	// ScanTimeout bounds one node's answer to one scan page (default 1s).
+	// ScanTimeout bounds one node's answer to one scan page (default 1s;
+	// at most the link's timeout, ClientConfig.Link).
 	ScanTimeout time.Duration
 	// SuspectTimeout bounds the answer of a node whose last scan timed out
 	// (default 150ms), until it answers again: a hung node must not cost
@@ -287,8 +289,12 @@ func (a *readerActor) scanAll(sc core.Scan) []core.NodeResult {
 	return results
 }
 
-// scanNode runs every page of one node's scan; any failure makes the node
-// unheard for this scan.
+// scanNode runs every page of one node's scan, through the client's link
+// to the node; any failure makes the node unheard for this scan. A page
+// that times out makes the node suspect (SuspectTimeout) until it answers
+// again. The flag is the reader's own, by ensemble position, not the
+// link's health: the link is shared with producers and other readers, and
+// only this reader's own scans decide how long it waits for the node.
 func (a *readerActor) scanNode(sc core.Scan, pos int) core.NodeResult {
 	node := a.topic.Ensembles[a.cfg.Partition][pos]
 	subj := a.c.subjects.Scan(node, a.topic.Name, uint32(a.cfg.Partition))
@@ -300,17 +306,17 @@ func (a *readerActor) scanNode(sc core.Scan, pos int) core.NodeResult {
 		if a.suspect[pos].Load() {
 			timeout = a.cfg.SuspectTimeout
 		}
-		msg, err := a.c.cfg.Conn.Request(subj, req.Marshal(), timeout)
+		data, err := a.c.Request(context.Background(), node, subj, req.Marshal(), timeout)
 		if err != nil {
-			if err == nats.ErrTimeout {
+			if errors.Is(err, ErrLinkTimeout) {
 				a.suspect[pos].Store(true)
-			} else if err != nats.ErrNoResponders {
+			} else if !errors.Is(err, ErrNoResponders) {
 				a.log.Debug("scan failed", "node", node, "err", err)
 			}
 			return res
 		}
 		a.suspect[pos].Store(false)
-		rep, err := bus.DecodeScanReply(msg.Data)
+		rep, err := bus.DecodeScanReply(data)
 		if err != nil || rep.Status != bus.StatusOK || rep.Next <= from || rep.Next > sc.To {
 			return res
 		}

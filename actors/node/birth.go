@@ -10,6 +10,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/raidq/raidq/actors"
 	"github.com/raidq/raidq/actors/core"
 	"github.com/raidq/raidq/bus"
 	"github.com/raidq/raidq/bus/meta"
@@ -21,7 +22,11 @@ type BirthConfig struct {
 	ID      string
 	Cluster string
 	Store   slotstore.Store
-	Conn    *nats.Conn // to ask the peers for their clocks
+	// Client, if set, is the client whose links ask the peers for their
+	// clocks (actors.Client.Request); nil: one made for the occasion on
+	// Conn, closed before SettleBirth returns.
+	Client *actors.Client
+	Conn   *nats.Conn // to ask the peers for their clocks, when Client is nil
 	// Catalog must list its topics (Names, as *meta.StaticCatalog and
 	// *meta.Catalog do); one that cannot leaves the birth provisional.
 	Catalog meta.Catalog
@@ -99,16 +104,33 @@ func SettleBirth(ctx context.Context, c BirthConfig) (slotstore.Incarnation, err
 	return settled, nil
 }
 
-// peerClocks asks every peer (peers[id] true) for its status at once and
-// returns the clocks of those that answered within c.Timeout, each plus
-// its round trip (the clock was read at most that long ago).
+// peerClocks asks every peer (peers[id] true) for its status at once,
+// through the client's links, and returns the clocks of those that
+// answered within c.Timeout, each plus its round trip (the clock was read
+// at most that long ago).
 func peerClocks(ctx context.Context, c BirthConfig, peers map[string]bool) []uint64 {
 	subj, err := bus.NewSubjects(c.Cluster)
-	if err != nil || c.Conn == nil {
+	if err != nil {
 		return nil
 	}
 	if c.Timeout <= 0 {
 		c.Timeout = time.Second
+	}
+	cl := c.Client
+	if cl == nil {
+		if c.Conn == nil {
+			return nil
+		}
+		// A new incarnation is rare (first start, wiped directory): a
+		// client for these requests alone.
+		own, err := actors.NewClient(actors.ClientConfig{Cluster: c.Cluster, Conn: c.Conn, Catalog: c.Catalog,
+			Logger: c.Logger, Now: c.Now, Link: actors.LinkConfig{Timeout: c.Timeout}})
+		if err != nil {
+			c.Logger.Warn("birth: no client to ask the peers for their clocks", "err", err)
+			return nil
+		}
+		defer own.Close()
+		cl = own
 	}
 	ctx, cancel := context.WithTimeout(ctx, c.Timeout)
 	defer cancel()
@@ -125,9 +147,9 @@ func peerClocks(ctx context.Context, c BirthConfig, peers map[string]bool) []uin
 		go func() {
 			defer wg.Done()
 			sent := time.Now()
-			m, err := c.Conn.RequestWithContext(ctx, subj.Status(id), nil)
+			data, err := cl.Request(ctx, id, subj.Status(id), nil, c.Timeout)
 			var st bus.NodeStatus
-			if err != nil || json.Unmarshal(m.Data, &st) != nil || st.Clock <= 0 {
+			if err != nil || json.Unmarshal(data, &st) != nil || st.Clock <= 0 {
 				return // down, not answering, or not a status answer: other clocks stand in
 			}
 			mu.Lock()

@@ -18,11 +18,11 @@ import (
 
 // The node's check of its own clock against its peers' (core.ClockWatch).
 // Every ClockCheckEvery a loop actor asks the other nodes of its ensembles
-// for their status, takes each clock corrected by half the round trip, and
-// feeds the offsets to the core. While the clock is off, writes are
-// answered CLOCK_OFF (node.go route) and repair passes do nothing; scans
-// are served as usual (the data is good; the nodes' seal rules still hold
-// on their own clocks).
+// for their status (over the links of the node's client), takes each
+// clock corrected by half the round trip, and feeds the offsets to the
+// core. While the clock is off, writes are answered CLOCK_OFF (node.go
+// route) and repair passes do nothing; scans are served as usual (the
+// data is good; the nodes' seal rules still hold on their own clocks).
 
 // Defaults of Config.ClockBound and ClockCheckEvery.
 const (
@@ -74,8 +74,9 @@ func (n *Node) clockPass(ctx context.Context) {
 }
 
 // peerOffsets asks every other node of this node's ensembles for its
-// status and returns, for each that answered in time, its clock minus
-// this node's clock at the middle of the round trip.
+// status, through the links of the node's client (peerClient), and
+// returns, for each that answered in time, its clock minus this node's
+// clock at the middle of the round trip.
 func (n *Node) peerOffsets(ctx context.Context) []int64 {
 	ids := map[string]bool{}
 	for _, t := range n.maint.topics() {
@@ -90,6 +91,13 @@ func (n *Node) peerOffsets(ctx context.Context) []int64 {
 			}
 		}
 	}
+	if len(ids) == 0 {
+		return nil
+	}
+	c, err := n.peers.get(n)
+	if err != nil {
+		return nil
+	}
 	ctx, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
 	var mu sync.Mutex
@@ -100,10 +108,10 @@ func (n *Node) peerOffsets(ctx context.Context) []int64 {
 		go func() {
 			defer wg.Done()
 			sent := n.cfg.Now()
-			m, err := n.cfg.Conn.RequestWithContext(ctx, n.subjects.Status(id), nil)
+			data, err := c.Request(ctx, id, n.subjects.Status(id), nil, time.Second)
 			recv := n.cfg.Now()
 			var st bus.NodeStatus
-			if err != nil || json.Unmarshal(m.Data, &st) != nil || st.Clock <= 0 {
+			if err != nil || json.Unmarshal(data, &st) != nil || st.Clock <= 0 {
 				return
 			}
 			mu.Lock()

@@ -62,12 +62,14 @@ type Config struct {
 	// half of it (clock_watch.go; default 1s, negative: never checked).
 	// ClockCheckEvery is how often it asks them (default 5s).
 	ClockBound, ClockCheckEvery time.Duration
-	// Client, if set, is the client the node's repair re-appends in-doubt
-	// stripes through (actors.Client.Reappend, the producers' write path);
-	// its clock (ClientConfig.Now) should be the node's, since it picks the
+	// Client, if set, is the client the node reaches its peers through:
+	// the requests of repair, the clock watch and birth go over its links
+	// (actors.Client.Request), and repair re-appends in-doubt stripes
+	// through it (actors.Client.Reappend, the producers' write path); its
+	// clock (ClientConfig.Now) should be the node's, since it picks the
 	// offsets. The node does not close it. nil: the node makes its own
-	// from Cluster, Conn, Catalog, Logger and Now on the first re-append
-	// and closes it when it stops (reappend.go).
+	// from Cluster, Conn, Catalog, Logger and Now on the first request to
+	// a peer and closes it when it stops (reappend.go).
 	Client *actors.Client
 }
 
@@ -97,7 +99,7 @@ type Node struct {
 	svc      micro.Service          // the raidq-node micro service (node_service.go)
 	maint    *maintenance           // repair, scrub and retention state (repair.go)
 	clock    clockState             // the node's clock against its peers' (clock_watch.go)
-	writer   writerClient           // the client re-appends write through (reappend.go)
+	peers    peerClient             // the client requests to peers and re-appends go through (reappend.go)
 }
 
 // Stats are a node's counters (read with atomic loads).
@@ -152,7 +154,7 @@ func Start(cfg Config) (*Node, error) {
 	// A new incarnation takes its birth from cluster time before the node
 	// answers anything (birth.go); the caller may have settled it already.
 	if _, err := SettleBirth(context.Background(), BirthConfig{ID: cfg.ID, Cluster: cfg.Cluster, Store: cfg.Store,
-		Conn: cfg.Conn, Catalog: cfg.Catalog, Now: cfg.Now, Logger: cfg.Logger}); err != nil {
+		Client: cfg.Client, Conn: cfg.Conn, Catalog: cfg.Catalog, Now: cfg.Now, Logger: cfg.Logger}); err != nil {
 		return nil, fmt.Errorf("node %s: %w", cfg.ID, err)
 	}
 	n := &Node{cfg: cfg, subjects: subj, scans: make(chan struct{}, cfg.ScanWorkers), started: time.Now()}
@@ -204,7 +206,7 @@ func (n *Node) Stop(ctx context.Context) error {
 		err = n.drainSubs(ctx) // node_guard.go
 		n.drainActors(ctx)
 		n.stopActors()
-		n.writer.close() // after the actors: no repair pass is left to use it
+		n.peers.close() // after the actors: no repair or clock pass is left to use it
 		n.settle(ctx)
 		n.replies.Wait()
 		n.metrics.Unregister()
@@ -224,7 +226,7 @@ func (n *Node) Kill() {
 		_ = n.cfg.Conn.FlushTimeout(time.Second)
 		n.stopService()
 		n.stopActors()
-		n.writer.close()
+		n.peers.close()
 		n.replies.Wait()
 		n.metrics.Unregister()
 		n.cfg.Logger.Warn("node killed")

@@ -157,17 +157,21 @@ func (m *maintenance) stripePayload(ctx context.Context, t *meta.Topic, p uint32
 // ack at W, sent over the client's links, which track each node's
 // health). It returns the committed offset.
 func (m *maintenance) reappend(ctx context.Context, t *meta.Topic, p uint32, id stripe.ID, payload []byte) (uint64, error) {
-	c, err := m.n.writer.get(m.n)
+	c, err := m.n.peers.get(m.n)
 	if err != nil {
 		return 0, err
 	}
 	return c.Reappend(ctx, t, p, id, payload)
 }
 
-// writerClient is the client a node re-appends through: Config.Client, or
-// one the node makes on first use (most nodes never re-append) from its
-// own connection, catalog, logger and clock, and closes when it stops.
-type writerClient struct {
+// peerClient is the client a node reaches its peers through: repair's
+// scans and shard fetches, the clock watch's status requests
+// (actors.Client.Request, over the client's links, which track each
+// peer's health) and re-appends. It is Config.Client, or one the node
+// makes on first use from its own connection, catalog, logger and clock,
+// and closes when it stops. Safe for concurrent use (repair's goroutines,
+// the clock watch).
+type peerClient struct {
 	mu     sync.Mutex
 	c      *actors.Client
 	own    bool // made here: closed by close
@@ -175,12 +179,12 @@ type writerClient struct {
 }
 
 // get returns the client, making the node's own on first use.
-func (w *writerClient) get(n *Node) (*actors.Client, error) {
+func (w *peerClient) get(n *Node) (*actors.Client, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	switch {
 	case w.closed:
-		return nil, fmt.Errorf("node %s: re-append client: %w", n.cfg.ID, core.ErrClosed)
+		return nil, fmt.Errorf("node %s: peer client: %w", n.cfg.ID, core.ErrClosed)
 	case w.c != nil:
 		return w.c, nil
 	case n.cfg.Client != nil:
@@ -190,14 +194,14 @@ func (w *writerClient) get(n *Node) (*actors.Client, error) {
 	c, err := actors.NewClient(actors.ClientConfig{Cluster: n.cfg.Cluster, Conn: n.cfg.Conn, Catalog: n.cfg.Catalog,
 		Logger: n.cfg.Logger, Now: n.cfg.Now})
 	if err != nil {
-		return nil, fmt.Errorf("node %s: re-append client: %w", n.cfg.ID, err)
+		return nil, fmt.Errorf("node %s: peer client: %w", n.cfg.ID, err)
 	}
 	w.c, w.own = c, true
 	return c, nil
 }
 
 // close closes the node's own client (not a given one); get fails after it.
-func (w *writerClient) close() {
+func (w *peerClient) close() {
 	w.mu.Lock()
 	c, own := w.c, w.own
 	w.c, w.closed = nil, true

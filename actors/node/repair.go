@@ -58,7 +58,9 @@ type RepairConfig struct {
 	RateMBps float64
 	// Concurrency bounds the shards being rebuilt at once (default 8).
 	Concurrency int
-	// RequestTimeout bounds one scan page or shard fetch (default 2s).
+	// RequestTimeout bounds one scan page or shard fetch (default 2s; at
+	// most the link timeout of the client the node reaches its peers
+	// with: Config.Client's, or 5s for the node's own, reappend.go).
 	RequestTimeout time.Duration
 	// InDoubtKeep is how long an in-doubt report is retried before it is
 	// given up (default 1h).

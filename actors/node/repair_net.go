@@ -6,8 +6,7 @@ import (
 	"fmt"
 	"sync"
 
-	"github.com/nats-io/nats.go"
-
+	"github.com/raidq/raidq/actors"
 	"github.com/raidq/raidq/actors/core"
 	"github.com/raidq/raidq/bus"
 	"github.com/raidq/raidq/bus/meta"
@@ -16,6 +15,8 @@ import (
 // Repair's requests to the other nodes: the ordinary scan requests of the
 // read path (reader.go), without sealing (repair looks only at ranges
 // beyond every accept window) and, to find what is missing, headers only.
+// They go through the links of the node's client (peerClient), which
+// track each peer's health.
 
 // scanPeers scans [from, to) on every other node of the ensemble, in
 // parallel. dead (optional) names nodes that timed out earlier in the same
@@ -59,9 +60,9 @@ func (m *maintenance) scanPeer(ctx context.Context, node string, pos int, topic 
 	complete := true
 	for cur := from; cur < to; {
 		req := bus.ScanReq{Topic: topic, Partition: p, From: cur, To: to, HeadersOnly: !full, Probe: probe}
-		rep, size, err := m.request(ctx, subj, req)
+		rep, size, err := m.request(ctx, node, subj, req)
 		if err != nil {
-			return res, errors.Is(err, nats.ErrTimeout) || errors.Is(err, context.DeadlineExceeded)
+			return res, errors.Is(err, actors.ErrLinkTimeout) || errors.Is(err, context.DeadlineExceeded)
 		}
 		if (rep.Status != bus.StatusOK && rep.Status != bus.StatusUnknown) || rep.Next <= cur || rep.Next > to {
 			return res, false
@@ -87,7 +88,7 @@ func (m *maintenance) scanPeer(ctx context.Context, node string, pos int, topic 
 func (m *maintenance) fetchShard(ctx context.Context, t *meta.Topic, p uint32, pos int, off uint64) ([]byte, error) {
 	node := t.Ensembles[p][pos]
 	req := bus.ScanReq{Topic: t.Name, Partition: p, From: off, To: off + 1}
-	rep, size, err := m.request(ctx, m.n.subjects.Scan(node, t.Name, p), req)
+	rep, size, err := m.request(ctx, node, m.n.subjects.Scan(node, t.Name, p), req)
 	if err != nil {
 		return nil, fmt.Errorf("node %s: %w", node, err)
 	}
@@ -103,17 +104,21 @@ func (m *maintenance) fetchShard(ctx context.Context, t *meta.Topic, p uint32, p
 	return rep.Entries[0].Shard, nil
 }
 
-// request sends one scan request and decodes the reply; size is the
-// reply's length (for the rate limit).
-func (m *maintenance) request(ctx context.Context, subj string, req bus.ScanReq) (bus.ScanReply, int, error) {
-	rctx, cancel := context.WithTimeout(ctx, m.cfg.RequestTimeout)
-	defer cancel()
-	msg, err := m.n.cfg.Conn.RequestWithContext(rctx, subj, req.Marshal())
+// request sends one scan request to node, through the node's client's
+// link to it (peerClient), and decodes the reply; size is the reply's
+// length (for the rate limit). RequestTimeout bounds it (a timeout is an
+// actors.ErrLinkTimeout).
+func (m *maintenance) request(ctx context.Context, node, subj string, req bus.ScanReq) (bus.ScanReply, int, error) {
+	c, err := m.n.peers.get(m.n)
 	if err != nil {
 		return bus.ScanReply{}, 0, err
 	}
-	rep, err := bus.DecodeScanReply(msg.Data)
-	return rep, len(msg.Data), err
+	data, err := c.Request(ctx, node, subj, req.Marshal(), m.cfg.RequestTimeout)
+	if err != nil {
+		return bus.ScanReply{}, 0, err
+	}
+	rep, err := bus.DecodeScanReply(data)
+	return rep, len(data), err
 }
 
 // Prefetching: a range with many fixes (a wiped or long-dead node) would
