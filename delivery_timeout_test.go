@@ -11,7 +11,7 @@ import (
 	"github.com/raidq/raidq/actors/core"
 	"github.com/raidq/raidq/actors/server"
 	"github.com/raidq/raidq/scenarios/localtest"
-	"github.com/raidq/raidq/scenarios/testlog"
+	"github.com/raidq/raidq/scenarios/testkit"
 )
 
 // TestDeliveryTimeout: with three of six nodes down no stripe can commit.
@@ -19,7 +19,7 @@ import (
 // during the outage is acked once a node is back; without one the send
 // fails after its 16 attempts, naming the nodes.
 func TestDeliveryTimeout(t *testing.T) {
-	lc, c := localtest.Start(t, server.LocalClusterConfig{Logger: testlog.New(t, slog.LevelError), NoSync: true}, 1)
+	lc, c := localtest.Start(t, server.LocalClusterConfig{Logger: testkit.Logger(t, slog.LevelError), NoSync: true}, 1)
 	for _, i := range []int{1, 3, 5} {
 		if err := lc.KillNode(i); err != nil {
 			t.Fatal(err)

@@ -22,7 +22,7 @@ import (
 	"github.com/raidq/raidq/bus/meta"
 	"github.com/raidq/raidq/bus/natsserver"
 	"github.com/raidq/raidq/scenarios/localtest"
-	"github.com/raidq/raidq/scenarios/testlog"
+	"github.com/raidq/raidq/scenarios/testkit"
 )
 
 // violations records the permission errors the server sent one connection.
@@ -47,22 +47,25 @@ func (v *violations) take() []string {
 	return out
 }
 
-// waitViolation waits until a recorded error mentions substr.
+// wait waits until a recorded error mentions substr (the server's
+// asynchronous -ERR reaching the connection's error handler).
 func (v *violations) wait(t *testing.T, substr string) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for time.Now().Before(deadline) {
+	defer func() { // WaitFor failed the test: show what was recorded instead
+		if t.Failed() {
+			t.Logf("permission violations recorded: %q", v.take())
+		}
+	}()
+	testkit.WaitFor(t, fmt.Sprintf("a permission violation mentioning %q", substr), func() bool {
 		v.mu.Lock()
+		defer v.mu.Unlock()
 		for _, e := range v.list {
 			if strings.Contains(e, substr) {
-				v.mu.Unlock()
-				return
+				return true
 			}
 		}
-		v.mu.Unlock()
-		time.Sleep(10 * time.Millisecond)
-	}
-	t.Fatalf("no permission violation mentioning %q; got %q", substr, v.take())
+		return false
+	})
 }
 
 type secEnv struct {
@@ -103,7 +106,7 @@ users: [
 		t.Fatal(err)
 	}
 	lc, err := server.StartLocalCluster(server.LocalClusterConfig{Dir: dir, Cluster: secCluster, Listen: "127.0.0.1:-1",
-		NoSync: true, Auth: auth, TLS: b.Files(), Logger: testlog.New(t, slog.LevelWarn)})
+		NoSync: true, Auth: auth, TLS: b.Files(), Logger: testkit.Logger(t, slog.LevelWarn)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -117,7 +120,7 @@ func (e *secEnv) connect(t *testing.T, a raidq.ClientAuth, v *violations) *raidq
 		a.TLSCA = e.tls.CA
 	}
 	c, err := raidq.Connect(e.url, raidq.WithCluster(e.cluster), raidq.WithAuth(a), raidq.WithNATSOptions(v.handler()),
-		raidq.WithTimeout(5*time.Second), raidq.WithLogger(testlog.New(t, slog.LevelWarn)))
+		raidq.WithTimeout(5*time.Second), raidq.WithLogger(testkit.Logger(t, slog.LevelWarn)))
 	if err != nil {
 		t.Fatalf("connect as %+v: %v", a, err)
 	}

@@ -11,7 +11,7 @@ import (
 
 	"github.com/raidq/raidq/actors/core"
 	"github.com/raidq/raidq/bus/natsserver"
-	"github.com/raidq/raidq/scenarios/testlog"
+	"github.com/raidq/raidq/scenarios/testkit"
 )
 
 // requestEnv is a NATS server, a responder connection and a client whose
@@ -33,7 +33,7 @@ func requestEnv(t *testing.T, cfg LinkConfig) (*Client, *nats.Conn) {
 		t.Fatal(err)
 	}
 	t.Cleanup(cnc.Close)
-	c, err := NewClient(ClientConfig{Cluster: "tc", Conn: cnc, Logger: testlog.New(t, slog.LevelWarn), Link: cfg})
+	c, err := NewClient(ClientConfig{Cluster: "tc", Conn: cnc, Logger: testkit.Logger(t, slog.LevelWarn), Link: cfg})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -18,7 +18,7 @@ import (
 	"github.com/raidq/raidq/bus"
 	"github.com/raidq/raidq/bus/meta"
 	"github.com/raidq/raidq/bus/natsserver"
-	"github.com/raidq/raidq/scenarios/testlog"
+	"github.com/raidq/raidq/scenarios/testkit"
 	"github.com/raidq/raidq/slotstore"
 	"github.com/raidq/raidq/stripe"
 	"github.com/raidq/raidq/stripe/quorum"
@@ -51,7 +51,7 @@ type env struct {
 
 func newEnv(t *testing.T, partitions int) *env {
 	t.Helper()
-	e := &env{t: t, log: testlog.New(t, slog.LevelWarn)}
+	e := &env{t: t, log: testkit.Logger(t, slog.LevelWarn)}
 	srv, err := natsserver.StartServer(natsserver.ServerOptions{InProcessOnly: true, JetStream: true, StoreDir: t.TempDir(),
 		MaxMemory: 16 << 20, MaxStore: 64 << 20})
 	if err != nil {
@@ -87,7 +87,7 @@ func newEnv(t *testing.T, partitions int) *env {
 	if _, err := e.meta.CreateTopic(ctx, meta.TopicSpec{Name: topic, Partitions: partitions, Params: quorum.Default()}, time.Now()); err != nil {
 		t.Fatal(err)
 	}
-	e.waitFor("topic in the watched catalog", 5*time.Second, func() bool { _, err := e.cat.Topic(topic); return err == nil })
+	testkit.WaitFor(t, "topic in the watched catalog", func() bool { _, err := e.cat.Topic(topic); return err == nil })
 	for i, id := range e.nodes {
 		n, err := node.Start(node.Config{ID: id, Cluster: cluster, Store: stores[i], Conn: e.conn("node-" + id),
 			Catalog: e.cat, Logger: e.log})
@@ -135,17 +135,6 @@ func (e *env) managerWith(node string, ttl time.Duration, interest func(string) 
 	}
 	e.t.Cleanup(m.Stop)
 	return m
-}
-
-func (e *env) waitFor(what string, d time.Duration, cond func() bool) {
-	e.t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			e.t.Fatalf("timed out after %v waiting for %s", d, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }
 
 // sent is what the producer got acknowledged.
@@ -359,7 +348,7 @@ func TestFanoutPublishesEveryRecordInOrder(t *testing.T) {
 	m := e.manager("n0", time.Second)
 	c := e.client("producer")
 	want := e.produce(c, 0, 600)
-	e.waitFor("every record published", 20*time.Second, func() bool { return col.distinct() >= len(want) })
+	testkit.WaitFor(t, "every record published", func() bool { return col.distinct() >= len(want) })
 	if dups := check(t, col, want); dups != 0 {
 		t.Errorf("%d records published twice by a single holder", dups)
 	}
@@ -374,10 +363,10 @@ func TestFanoutOneHolderAndTakeover(t *testing.T) {
 	col := e.subscribe()
 	const ttl = time.Second
 	ms := []*Manager{e.manager("n0", ttl), e.manager("n1", ttl), e.manager("n2", ttl)}
-	e.waitFor("a holder for each partition", 5*time.Second, func() bool { h := holders(ms...); return len(h[0]) > 0 && len(h[1]) > 0 })
+	testkit.WaitFor(t, "a holder for each partition", func() bool { h := holders(ms...); return len(h[0]) > 0 && len(h[1]) > 0 })
 	c := e.client("producer")
 	first := e.produce(c, 0, 400)
-	e.waitFor("first half published", 20*time.Second, func() bool { return col.distinct() >= len(first) })
+	testkit.WaitFor(t, "first half published", func() bool { return col.distinct() >= len(first) })
 	if dups := check(t, col, first); dups != 0 {
 		t.Errorf("%d records published twice while every manager was up: more than one holder", dups)
 	}
@@ -396,18 +385,23 @@ func TestFanoutOneHolderAndTakeover(t *testing.T) {
 		}
 	}
 	second := e.produce(c, 400, 800)
-	e.waitFor("a live node holds partition 0", 3*ttl, func() bool { h := holders(live...); return len(h[0]) == 1 && len(h[1]) == 1 })
+	took := testkit.WaitFor(t, "a live node holds partition 0", func() bool { h := holders(live...); return len(h[0]) == 1 && len(h[1]) == 1 })
 	t.Logf("partition 0 taken over %v after its holder died", time.Since(killedAt).Round(time.Millisecond))
+	if took > 3*ttl {
+		t.Errorf("partition 0 taken over only %v after the sends following its holder's death, want within 3 lease TTLs (%v)", took.Round(time.Millisecond), 3*ttl)
+	}
 	all := append(first, second...)
-	e.waitFor("every record published after the takeover", 20*time.Second, func() bool { return col.distinct() >= len(all) })
+	testkit.WaitFor(t, "every record published after the takeover", func() bool { return col.distinct() >= len(all) })
 	dups := check(t, col, all)
 	t.Logf("%d messages, %d replayed after the takeover", len(col.snapshot()), dups)
 	// Graceful stop releases at once: the last survivor takes everything.
 	live[0].Stop()
-	e.waitFor("the last node holds both partitions", 3*ttl, func() bool { h := holders(live[1]); return len(h[0]) == 1 && len(h[1]) == 1 })
+	if took := testkit.WaitFor(t, "the last node holds both partitions", func() bool { h := holders(live[1]); return len(h[0]) == 1 && len(h[1]) == 1 }); took > 3*ttl {
+		t.Errorf("the last node took %v to hold both partitions after a graceful stop, want within 3 lease TTLs (%v)", took.Round(time.Millisecond), 3*ttl)
+	}
 	third := e.produce(c, 800, 900)
 	all = append(all, third...)
-	e.waitFor("every record published", 20*time.Second, func() bool { return col.distinct() >= len(all) })
+	testkit.WaitFor(t, "every record published", func() bool { return col.distinct() >= len(all) })
 	check(t, col, all)
 }
 
@@ -459,10 +453,10 @@ func TestFanoutFencedRenewalStops(t *testing.T) {
 	col := e.subscribe()
 	const ttl = time.Second
 	m := e.manager("n0", ttl)
-	e.waitFor("n0 holding", 5*time.Second, func() bool { return len(holders(m)[0]) == 1 })
+	testkit.WaitFor(t, "n0 holding", func() bool { return len(holders(m)[0]) == 1 })
 	c := e.client("producer")
 	first := e.produce(c, 0, 100)
-	e.waitFor("first batch published", 20*time.Second, func() bool { return col.distinct() >= len(first) })
+	testkit.WaitFor(t, "first batch published", func() bool { return col.distinct() >= len(first) })
 	// A thief rewrites the live lease (keeping its position): n0's next
 	// renewal is fenced.
 	ctx := context.Background()
@@ -473,7 +467,9 @@ func TestFanoutFencedRenewalStops(t *testing.T) {
 	if _, err := e.meta.RenewLease(ctx, LeaseName(topic, 0), "thief", ttl, time.Now(), rev, l.Data); err != nil {
 		t.Fatal(err)
 	}
-	e.waitFor("n0 to stop publishing", ttl, func() bool { return len(holders(m)[0]) == 0 })
+	if took := testkit.WaitFor(t, "n0 to stop publishing", func() bool { return len(holders(m)[0]) == 0 }); took > ttl {
+		t.Fatalf("the fenced holder stopped %v after its lease was rewritten, want within the lease TTL (%v)", took.Round(time.Millisecond), ttl)
+	}
 	before := len(col.snapshot())
 	stopped := time.Now()
 	second := e.produce(c, 100, 200)
@@ -486,7 +482,7 @@ func TestFanoutFencedRenewalStops(t *testing.T) {
 	}
 	// ...then n0 takes the expired lease back and resumes from its position.
 	all := append(first, second...)
-	e.waitFor("every record published after n0 took the lease back", 20*time.Second, func() bool { return col.distinct() >= len(all) })
+	testkit.WaitFor(t, "every record published after n0 took the lease back", func() bool { return col.distinct() >= len(all) })
 	dups := check(t, col, all)
 	t.Logf("%d replayed after the lease came back", dups)
 }
@@ -499,7 +495,7 @@ func TestFanoutIdleWithoutSubscribers(t *testing.T) {
 	e := newEnv(t, 1)
 	m := e.managerWith("n0", time.Second, e.srv.Interest)
 	idle := func() bool { st := m.Status(); return len(st) == 1 && st[0].Holding && st[0].Idle }
-	e.waitFor("the holder idles", 10*time.Second, idle)
+	testkit.WaitFor(t, "the holder idles", idle)
 	c := e.client("producer")
 	e.produce(c, 0, 100)
 	if st := m.Status(); st[0].Published != 0 || !st[0].Idle {
@@ -520,7 +516,7 @@ func TestFanoutIdleWithoutSubscribers(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := e.produce(c, 100, 300)
-	e.waitFor("every record sent after subscribing", 20*time.Second, func() bool {
+	testkit.WaitFor(t, "every record sent after subscribing", func() bool {
 		seen := make(map[recID]bool)
 		for _, g := range col.snapshot() {
 			seen[recID{g.d.Stripe, g.d.Pos.Index}] = true
@@ -538,7 +534,7 @@ func TestFanoutIdleWithoutSubscribers(t *testing.T) {
 	if err := sub.Unsubscribe(); err != nil {
 		t.Fatal(err)
 	}
-	e.waitFor("the holder idles again", 10*time.Second, idle)
+	testkit.WaitFor(t, "the holder idles again", idle)
 }
 
 // TestFanoutPublishFailureEndsHolding: when publishing fails (here the
@@ -558,10 +554,10 @@ func TestFanoutPublishFailureEndsHolding(t *testing.T) {
 	}
 	c := e.client("producer")
 	want := e.produce(c, 0, 50)
-	e.waitFor("the first records published", 20*time.Second, func() bool { return col.distinct() >= len(want) })
+	testkit.WaitFor(t, "the first records published", func() bool { return col.distinct() >= len(want) })
 	pubConn.Close()
 	e.produce(c, 50, 100)
-	e.waitFor("the holding to end", 20*time.Second, func() bool {
+	testkit.WaitFor(t, "the holding to end", func() bool {
 		st := m.Status()
 		return len(st) == 1 && st[0].Takeovers >= 2 // it ended, and the job took the lease again
 	})

@@ -15,7 +15,7 @@ import (
 	"github.com/raidq/raidq/actors/core"
 	"github.com/raidq/raidq/bus/meta"
 	"github.com/raidq/raidq/bus/natsserver"
-	"github.com/raidq/raidq/scenarios/testlog"
+	"github.com/raidq/raidq/scenarios/testkit"
 	"github.com/raidq/raidq/slotstore"
 	"github.com/raidq/raidq/stripe"
 	"github.com/raidq/raidq/stripe/quorum"
@@ -36,7 +36,7 @@ type miniCluster struct {
 
 func newMiniCluster(t *testing.T, n int) *miniCluster {
 	t.Helper()
-	c := &miniCluster{t: t, log: testlog.New(t, slog.LevelWarn), cat: meta.NewStaticCatalog()}
+	c := &miniCluster{t: t, log: testkit.Logger(t, slog.LevelWarn), cat: meta.NewStaticCatalog()}
 	srv, err := natsserver.StartServer(natsserver.ServerOptions{InProcessOnly: true})
 	if err != nil {
 		t.Fatal(err)

@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/raidq/raidq/scenarios/testkit"
 	"github.com/raidq/raidq/stripe"
 )
 
@@ -19,7 +20,7 @@ func TestClockOffNodeRefusesWrites(t *testing.T) {
 	c.kill(off)
 	c.nodes[off].now = func() int64 { return time.Now().Add(-10 * time.Second).UnixNano() }
 	c.start(off)
-	waitUntil(t, 15*time.Second, "the skewed node judging its clock off", func() bool {
+	testkit.WaitFor(t, "the skewed node judging its clock off", func() bool {
 		return c.nodes[off].node.Status().ClockOff != ""
 	})
 	t.Logf("status: %s", c.nodes[off].node.Status().ClockOff)

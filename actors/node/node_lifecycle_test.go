@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/raidq/raidq/bus"
+	"github.com/raidq/raidq/scenarios/testkit"
 )
 
 // TestNodeRacingWrites: many clients race different stripes for one slot;
@@ -173,7 +174,7 @@ func testNodeStopDrains(t *testing.T) {
 			results <- result{i, msg, err}
 		}()
 	}
-	waitFor(t, "every request to be inside the node", func() bool { return e.node.pending.Load() == n+scans })
+	testkit.WaitFor(t, "every request to be inside the node", func() bool { return e.node.pending.Load() == n+scans })
 
 	stopped := make(chan error, 1)
 	go func() {
@@ -183,7 +184,7 @@ func testNodeStopDrains(t *testing.T) {
 	}()
 	// Stop first drains the subscription; release the store only once it
 	// is under way, so the queued writes are handled during the stop.
-	waitFor(t, "the subscriptions to drain", func() bool { return !e.node.sub.IsValid() && !e.node.scanSub.IsValid() })
+	testkit.WaitFor(t, "the subscriptions to drain", func() bool { return !e.node.sub.IsValid() && !e.node.scanSub.IsValid() })
 	e.mem.Release()
 	if err := <-stopped; err != nil {
 		t.Fatalf("Stop: %v", err)

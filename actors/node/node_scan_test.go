@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/raidq/raidq/bus"
+	"github.com/raidq/raidq/scenarios/testkit"
 	"github.com/raidq/raidq/slotstore"
 	"github.com/raidq/raidq/stripe"
 )
@@ -255,7 +256,7 @@ func TestNodeOwnerRetireReloads(t *testing.T) {
 	// does (20ms idle): each round checks only that a retired owner came
 	// back (one more load) and still holds the slot and the seal.
 	for range 2 {
-		waitFor(t, "the idle owner to retire", func() bool { return liveOwners(e.node) == 0 })
+		testkit.WaitFor(t, "the idle owner to retire", func() bool { return liveOwners(e.node) == 0 })
 		before := counter.loads.Load()
 		r = e.write(0, off, shardFor(t, 0, 2, off))
 		expectStatus(t, "other stripe after the owner retired", r.Status, bus.StatusConflict, r.Detail)
@@ -293,7 +294,7 @@ func TestNodeOwnerRetiresAfterSlowCommit(t *testing.T) {
 		}
 		replies <- msg.Data
 	}()
-	waitFor(t, "the write to reach the held store", func() bool { return e.node.pending.Load() == 1 })
+	testkit.WaitFor(t, "the write to reach the held store", func() bool { return e.node.pending.Load() == 1 })
 	// Let the owner's idle timer fire while its commit is held. This waits
 	// for a real-time timer inside protoactor, not for another goroutine's
 	// work: waiting longer only makes the test stricter.
@@ -308,5 +309,5 @@ func TestNodeOwnerRetiresAfterSlowCommit(t *testing.T) {
 	}
 	w := decodeWrite(t, raw)
 	expectStatus(t, "held write", w.Status, bus.StatusOK, w.Detail)
-	waitFor(t, "the owner to retire once idle", func() bool { return liveOwners(e.node) == 0 })
+	testkit.WaitFor(t, "the owner to retire once idle", func() bool { return liveOwners(e.node) == 0 })
 }

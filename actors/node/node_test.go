@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -18,7 +17,7 @@ import (
 	"github.com/raidq/raidq/bus"
 	"github.com/raidq/raidq/bus/meta"
 	"github.com/raidq/raidq/bus/natsserver"
-	"github.com/raidq/raidq/scenarios/testlog"
+	"github.com/raidq/raidq/scenarios/testkit"
 	"github.com/raidq/raidq/slotstore"
 	"github.com/raidq/raidq/stripe"
 	"github.com/raidq/raidq/stripe/quorum"
@@ -61,18 +60,11 @@ var testNodePos = []int{2, 4}
 
 var testProducer = stripe.ProducerID{0xaa, 0xbb, 0xcc}
 
-// fakeClock is a controllable node clock (unix ns).
-type fakeClock struct{ ns atomic.Int64 }
+// nodeClock is the node clock under test: the kit's fake clock, whose Set
+// takes this package's uint64 offsets (repair_test.go sets it with one).
+type nodeClock struct{ *testkit.Clock }
 
-func newClock(at uint64) *fakeClock {
-	c := &fakeClock{}
-	c.ns.Store(int64(at))
-	return c
-}
-
-func (c *fakeClock) Now() int64    { return c.ns.Load() }
-func (c *fakeClock) Set(at uint64) { c.ns.Store(int64(at)) }
-func (c *fakeClock) Add(d uint64)  { c.ns.Add(int64(d)) }
+func (c nodeClock) Set(at uint64) { c.Clock.Set(int64(at)) }
 
 // envOpts tune newEnv.
 type envOpts struct {
@@ -95,7 +87,7 @@ type nodeEnv struct {
 	nodeNC *nats.Conn
 	mem    *slotstore.MemStore
 	store  slotstore.Store // what the node uses (mem, maybe wrapped)
-	clock  *fakeClock
+	clock  nodeClock
 	cat    *meta.StaticCatalog
 	topic  *meta.Topic
 	subj   bus.Subjects
@@ -111,7 +103,7 @@ func newEnv(t *testing.T, o envOpts) *nodeEnv {
 	if o.created == 0 {
 		o.created = base - 5*second
 	}
-	e := &nodeEnv{t: t, log: testlog.New(t, slog.LevelWarn), clock: newClock(midTime), cat: meta.NewStaticCatalog()}
+	e := &nodeEnv{t: t, log: testkit.Logger(t, slog.LevelWarn), clock: nodeClock{testkit.NewClock(int64(midTime))}, cat: meta.NewStaticCatalog()}
 	srv, err := natsserver.StartServer(natsserver.ServerOptions{InProcessOnly: true, MaxPayload: o.maxPayload})
 	if err != nil {
 		t.Fatal(err)
@@ -383,7 +375,7 @@ func TestNodeTimeRules(t *testing.T) {
 	expectStatus(t, "scan of the whole range, no seal", sc.Status, bus.StatusOK, sc.Detail)
 
 	// Time moves on: what was acceptable is now too old.
-	e.clock.Add(second)
+	e.clock.Advance(time.Duration(second))
 	r = w(uint64(now) + 100*ms)
 	expectStatus(t, "offset fallen out of the accept window", r.Status, bus.StatusSealed, r.Detail)
 	r = w(uint64(now) + second)
@@ -571,7 +563,7 @@ func TestNodeBusy(t *testing.T) {
 			results <- result{r, err}
 		}()
 	}
-	waitFor(t, "two requests pending in the node", func() bool { return e.node.pending.Load() == 2 })
+	testkit.WaitFor(t, "two requests pending in the node", func() bool { return e.node.pending.Load() == 2 })
 	r := e.write(0, midTime+5*ms, shardFor(t, 0, 20, midTime+5*ms))
 	expectStatus(t, "third request", r.Status, bus.StatusBusy, r.Detail)
 	if b := e.node.Stats().Busy.Load(); b != 1 {
@@ -589,18 +581,9 @@ func TestNodeBusy(t *testing.T) {
 	expectStatus(t, "the refused write, retried", r.Status, bus.StatusOK, r.Detail)
 }
 
-// waitFor polls cond until it holds, failing the test after 10s. It is for
-// state that has no event to wait on (counters, timers of other packages).
-func waitFor(t testing.TB, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(time.Millisecond)
-	}
-}
+// waitFor is testkit.WaitFor, for repair_test.go and client_test.go until
+// they call the kit directly.
+var waitFor = testkit.WaitFor
 
 // taggedReply is the reply to the i-th request of publishRequests.
 type taggedReply struct {

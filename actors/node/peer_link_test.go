@@ -4,11 +4,11 @@ import (
 	"slices"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/nats-io/nats.go"
 
 	"github.com/raidq/raidq/actors"
+	"github.com/raidq/raidq/scenarios/testkit"
 	"github.com/raidq/raidq/slotstore"
 )
 
@@ -107,7 +107,7 @@ func TestPeerRequestsUseClientLinks(t *testing.T) {
 		rn.cfg = cfg
 		r := c.restartWithClient(w, func(cfg *Config) { cfg.ClockBound = -1 })
 		defer c.stop(w)
-		waitUntil(t, 30*time.Second, "the wiped node refilled", func() bool { return len(c.slots(w, tp)[0]) >= held })
+		testkit.WaitFor(t, "the wiped node refilled", func() bool { return len(c.slots(w, tp)[0]) >= held })
 		if !linkedAll(r, w) {
 			t.Fatalf("repair reached the peers over links to %v, want one to each of %v", r.nodes(), c.peers(w))
 		}
@@ -116,6 +116,6 @@ func TestPeerRequestsUseClientLinks(t *testing.T) {
 		const w = 2
 		r := c.restartWithClient(w, func(cfg *Config) { cfg.Repair.Disabled = true })
 		defer c.stop(w)
-		waitUntil(t, 10*time.Second, "a clock pass over links to every peer", func() bool { return linkedAll(r, w) })
+		testkit.WaitFor(t, "a clock pass over links to every peer", func() bool { return linkedAll(r, w) })
 	})
 }

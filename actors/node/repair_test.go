@@ -20,7 +20,7 @@ import (
 	"github.com/raidq/raidq/bus"
 	"github.com/raidq/raidq/bus/meta"
 	"github.com/raidq/raidq/bus/natsserver"
-	"github.com/raidq/raidq/scenarios/testlog"
+	"github.com/raidq/raidq/scenarios/testkit"
 	"github.com/raidq/raidq/slotstore"
 	"github.com/raidq/raidq/stripe"
 	"github.com/raidq/raidq/stripe/quorum"
@@ -58,7 +58,7 @@ func fastRepair() RepairConfig {
 
 func newRepairCluster(t *testing.T, cfg RepairConfig) *repairCluster {
 	t.Helper()
-	c := &repairCluster{t: t, log: testlog.New(t, slog.LevelWarn), cat: meta.NewStaticCatalog()}
+	c := &repairCluster{t: t, log: testkit.Logger(t, slog.LevelWarn), cat: meta.NewStaticCatalog()}
 	srv, err := natsserver.StartServer(natsserver.ServerOptions{InProcessOnly: true})
 	if err != nil {
 		t.Fatal(err)
@@ -259,19 +259,6 @@ func (c *repairCluster) produce(tp *meta.Topic, from, count int) {
 	}
 }
 
-// waitUntil polls cond every 20ms until it holds or limit passes.
-func waitUntil(t testing.TB, limit time.Duration, what string, cond func() bool) time.Duration {
-	t.Helper()
-	start := time.Now()
-	for !cond() {
-		if time.Since(start) > limit {
-			t.Fatalf("timed out after %v waiting for %s", limit, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	return time.Since(start)
-}
-
 // TestRepairAfterKill: a node is down while 10,000 records are written
 // (every stripe lands on five nodes); once it is back, repair gives every
 // stripe its six shards again, checked by scanning every store directly.
@@ -298,7 +285,7 @@ func TestRepairAfterKill(t *testing.T) {
 			}
 		}
 	}
-	waitUntil(t, 30*time.Second, "the live nodes' verified marks to pass the writes", func() bool {
+	testkit.WaitFor(t, "the live nodes' verified marks to pass the writes", func() bool {
 		for i, n := range c.nodes {
 			if i == down {
 				continue
@@ -312,7 +299,7 @@ func TestRepairAfterKill(t *testing.T) {
 		return true
 	})
 	c.start(down)
-	took := waitUntil(t, 60*time.Second, "every stripe to have n shards", func() bool {
+	took := testkit.WaitFor(t, "every stripe to have n shards", func() bool {
 		b, _, _ := c.redundancy(tp)
 		return b == 0
 	})
@@ -404,7 +391,7 @@ func TestRepairWipedNode(t *testing.T) {
 	const w = 4
 	// Every shard has landed everywhere: all five other nodes are repaired
 	// peers and nothing is missing (each stripe went to all six).
-	waitUntil(t, 30*time.Second, "every stripe on n nodes", func() bool {
+	testkit.WaitFor(t, "every stripe on n nodes", func() bool {
 		b, _, _ := c.redundancy(tp)
 		return b == 0
 	})
@@ -434,7 +421,7 @@ func TestRepairWipedNode(t *testing.T) {
 	// Repair on: it fills the past; meanwhile it never says "empty".
 	c.nodes[w].cfg = cfg
 	c.start(w)
-	took := waitUntil(t, 60*time.Second, "the wiped node to answer OK for everything it held", func() bool {
+	took := testkit.WaitFor(t, "the wiped node to answer OK for everything it held", func() bool {
 		return c.checkNeverEmpty(w, tp, held)
 	})
 	got := c.slots(w, tp)
@@ -495,7 +482,7 @@ func TestRepairTwoWipedNodes(t *testing.T) {
 	c := newRepairCluster(t, fastRepair())
 	tp := c.createTopic("orders", 1)
 	c.produce(tp, 0, 1000)
-	waitUntil(t, 30*time.Second, "every stripe on n nodes", func() bool {
+	testkit.WaitFor(t, "every stripe on n nodes", func() bool {
 		b, _, _ := c.redundancy(tp)
 		return b == 0
 	})
@@ -509,7 +496,7 @@ func TestRepairTwoWipedNodes(t *testing.T) {
 		c.start(i)
 	}
 	for _, i := range wiped {
-		waitUntil(t, 60*time.Second, fmt.Sprintf("node %d to answer OK for everything it held", i), func() bool {
+		testkit.WaitFor(t, fmt.Sprintf("node %d to answer OK for everything it held", i), func() bool {
 			return c.checkNeverEmpty(i, tp, held[i])
 		})
 		got := c.slots(i, tp)
@@ -530,7 +517,7 @@ func TestRepairScrubCorrupt(t *testing.T) {
 	c := newRepairCluster(t, cfg)
 	tp := c.createTopic("orders", 1)
 	c.produce(tp, 0, 200)
-	waitUntil(t, 30*time.Second, "every stripe on n nodes", func() bool {
+	testkit.WaitFor(t, "every stripe on n nodes", func() bool {
 		b, _, _ := c.redundancy(tp)
 		return b == 0
 	})
@@ -581,13 +568,13 @@ func TestRepairScrubCorrupt(t *testing.T) {
 	c.stop(victim)
 	c.nodes[victim].cfg.ScrubInterval = 100 * time.Millisecond
 	c.start(victim)
-	waitUntil(t, 30*time.Second, "the shard rewritten", func() bool {
+	testkit.WaitFor(t, "the shard rewritten", func() bool {
 		b, err := c.nodes[victim].store.Get(key)
 		return err == nil && bytes.Equal(b, orig)
 	})
 	// The counters move after the write is applied (when repair hears its
 	// commit), so they may trail the store by a moment.
-	waitUntil(t, 10*time.Second, "the scrub and repair counters", func() bool {
+	testkit.WaitFor(t, "the scrub and repair counters", func() bool {
 		st := c.nodes[victim].node.Stats().Snapshot()
 		return st.ScrubCorrupt >= 1 && st.ShardsRepaired >= 1
 	})

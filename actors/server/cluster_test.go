@@ -12,14 +12,14 @@ import (
 	"github.com/raidq/raidq"
 	"github.com/raidq/raidq/actors/server"
 	"github.com/raidq/raidq/scenarios/localtest"
-	"github.com/raidq/raidq/scenarios/testlog"
+	"github.com/raidq/raidq/scenarios/testkit"
 )
 
 // TestClusterKillTwoLosesNothing is the in-process integration test of
 // issue 2: six nodes over real NATS, LevelDB and actors; two are killed
 // mid-run; every acknowledged message is consumed back.
 func TestClusterKillTwoLosesNothing(t *testing.T) {
-	log := testlog.New(t, slog.LevelWarn)
+	log := testkit.Logger(t, slog.LevelWarn)
 	lc, c := localtest.Start(t, server.LocalClusterConfig{Logger: log}, 2)
 	start := time.Now()
 	p, err := c.Producer("orders")

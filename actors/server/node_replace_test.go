@@ -16,7 +16,7 @@ import (
 	"github.com/raidq/raidq/actors/node"
 	"github.com/raidq/raidq/actors/server"
 	"github.com/raidq/raidq/bus/meta"
-	"github.com/raidq/raidq/scenarios/testlog"
+	"github.com/raidq/raidq/scenarios/testkit"
 )
 
 // TestStartNodeReplace: a dead node's ensemble positions are taken over by
@@ -29,7 +29,7 @@ func TestStartNodeReplace(t *testing.T) {
 	if testing.Short() {
 		t.Skip("clustered JetStream takes a few seconds to elect")
 	}
-	log := testlog.New(t, slog.LevelWarn)
+	log := testkit.Logger(t, slog.LevelWarn)
 	const servers = 3
 	repair := node.RepairConfig{Interval: 100 * time.Millisecond, Margin: 200 * time.Millisecond, ScrubInterval: -1}
 	// nodes[servers] is the replacement: a client of s0's server, stopped
@@ -43,17 +43,14 @@ func TestStartNodeReplace(t *testing.T) {
 	base := t.TempDir()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	waitFor(t, 30*time.Second, "every member record", func() bool {
-		ms, err := nodes[0].Meta().Members(ctx)
-		return err == nil && len(ms) == servers
-	})
+	waitMembers(ctx, t, nodes, "s0", "s1", "s2")
 	p := raidq.DefaultParams()
 	p.N, p.K, p.W = 3, 2, 2
 	if _, err := nodes[0].Meta().CreateTopic(ctx, meta.TopicSpec{Name: "orders", Partitions: 1, Params: p}, time.Now()); err != nil {
 		t.Fatal(err)
 	}
 	for _, n := range nodes[:servers] {
-		waitFor(t, 30*time.Second, "node "+n.ID()+" to learn the topic", func() bool {
+		testkit.WaitFor(t, "node "+n.ID()+" to learn the topic", func() bool {
 			_, err := n.Catalog().Topic("orders")
 			return err == nil
 		})
@@ -96,6 +93,9 @@ func TestStartNodeReplace(t *testing.T) {
 	if err := nodes[0].Meta().RemoveMember(ctx, "s2"); err != nil {
 		t.Fatal(err)
 	}
+	// The replacement judges s2 dead from the member records it reads:
+	// wait until no live replica lists s2's any more.
+	waitMembers(ctx, t, nodes, "s0", "s1")
 	nodes[servers], err = newNode("s2")
 	if err != nil {
 		t.Fatalf("replace s2: %v", err)
@@ -107,7 +107,7 @@ func TestStartNodeReplace(t *testing.T) {
 	if slices.Contains(rec.Ensembles[0], "s2") || !slices.Contains(rec.Ensembles[0], "s9") {
 		t.Fatalf("ensemble after replace: %v", rec.Ensembles[0])
 	}
-	waitFor(t, 30*time.Second, "s0's catalog to show s9", func() bool {
+	testkit.WaitFor(t, "s0's catalog to show s9", func() bool {
 		tp, err := nodes[0].Catalog().Topic("orders")
 		return err == nil && slices.Contains(tp.Ensembles[0], "s9")
 	})
@@ -116,7 +116,7 @@ func TestStartNodeReplace(t *testing.T) {
 	st := nodes[servers].Stats()
 	horizon := sent.Add(p.ReadDelay + repair.Margin)
 	passes := int64(-1)
-	waitFor(t, 60*time.Second, "repair to refill the replacement", func() bool {
+	testkit.WaitFor(t, "repair to refill the replacement", func() bool {
 		if passes < 0 {
 			if time.Now().After(horizon) {
 				passes = st.RepairPasses.Load()
@@ -130,10 +130,32 @@ func TestStartNodeReplace(t *testing.T) {
 		t.Fatalf("repaired %d shards for %d messages", st.ShardsRepaired.Load(), total)
 	}
 
+	// The reading client must know the new ensemble before s1 stops: with
+	// s1 and s2 gone the metadata has no quorum, and a client's catalog
+	// keeps what it last read. c may not know it yet: its catalog's watch
+	// is a consumer on one server, s2 perhaps, and then only its poll
+	// (every meta.CatalogRefresh) brings the change. So wait until every
+	// live server's replica of the metadata has the new ensemble and read
+	// with a new client, whose catalog loads it when it connects.
+	testkit.WaitFor(t, "the metadata read through s0 and s1 to show s9", func() bool {
+		for _, n := range nodes[:2] { // s9 is a client of s0's server
+			rec, err := n.Meta().Topic(ctx, "orders")
+			if err != nil || !slices.Contains(rec.Ensembles[0], "s9") {
+				return false
+			}
+		}
+		return true
+	})
+	rc, err := raidq.ConnectConn(nc, raidq.WithCluster("rep"), raidq.WithLogger(log))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rc.Close()
+
 	// s1 stops too: s0 and the replacement must decode everything.
 	if err := nodes[1].Stop(ctx); err != nil {
 		t.Fatal(err)
 	}
 	nodes[1] = nil
-	consumeNumbered(ctx, t, c, "orders", from, total)
+	consumeNumbered(ctx, t, rc, "orders", from, total)
 }

@@ -20,22 +20,9 @@ import (
 	"github.com/raidq/raidq/actors/server"
 	"github.com/raidq/raidq/bus/meta"
 	"github.com/raidq/raidq/scenarios/cluster"
-	"github.com/raidq/raidq/scenarios/testlog"
+	"github.com/raidq/raidq/scenarios/testkit"
 	"github.com/raidq/raidq/slotstore"
 )
-
-// waitFor polls cond until it holds or d passes (conditions that another
-// goroutine makes true: a KV watch delivering a topic).
-func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", d, what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
 
 // startMesh starts servers production nodes in process, s0..s<n-1>, each
 // embedding a NATS server of one route mesh with clustered JetStream,
@@ -80,6 +67,48 @@ func startMesh(t *testing.T, log *slog.Logger, clusterName string, servers int, 
 		}
 	}
 	return nodes
+}
+
+// waitMembers waits until the metadata, read through each of nodes (nil
+// ones skipped), lists exactly the member records of ids, and returns them
+// as the first node read them. Call it before creating a topic: CreateTopic
+// draws the ensembles from the member records it reads, and a read may be
+// served by any replica of the metadata bucket (direct gets; the key
+// listing's consumer lands on any peer), one that may be a moment behind
+// the one that answered the last read. Waiting until one node lists every
+// record is not enough: it returns at the very moment the last record is
+// on one replica, and the topic created next can read another that still
+// misses it ("needs 3 nodes per ensemble, only 2 members").
+// Every node's gets go to its own server's replica, so asking every node
+// waits until every replica has them.
+func waitMembers(ctx context.Context, t *testing.T, nodes []*server.Node, ids ...string) []meta.Member {
+	t.Helper()
+	want := slices.Sorted(slices.Values(ids))
+	var first []meta.Member
+	testkit.WaitFor(t, "every node to read the member records of "+strings.Join(want, " "), func() bool {
+		first = nil
+		for _, n := range nodes {
+			if n == nil {
+				continue
+			}
+			ms, err := n.Meta().Members(ctx)
+			if err != nil {
+				return false
+			}
+			var got []string
+			for _, m := range ms {
+				got = append(got, m.ID)
+			}
+			if !slices.Equal(got, want) { // Members sorts by id
+				return false
+			}
+			if first == nil {
+				first = ms
+			}
+		}
+		return true
+	})
+	return first
 }
 
 // sendNumbered sends m-0 .. m-<total-1> to topic, one at a time.
@@ -127,7 +156,7 @@ func TestStartNodeThreeServerMesh(t *testing.T) {
 	if testing.Short() {
 		t.Skip("clustered JetStream takes a few seconds to elect")
 	}
-	log := testlog.New(t, slog.LevelWarn)
+	log := testkit.Logger(t, slog.LevelWarn)
 	const servers = 3
 	start := time.Now()
 	nodes := startMesh(t, log, "mesh", servers, server.NodeOptions{})
@@ -135,36 +164,19 @@ func TestStartNodeThreeServerMesh(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	// A KV read may be served by a replica a moment behind the last
-	// member's first heartbeat, so wait for all three.
-	var members []meta.Member
-	waitFor(t, 10*time.Second, "every member record", func() bool {
-		var err error
-		members, err = nodes[0].Meta().Members(ctx)
-		return err == nil && len(members) == servers
-	})
+	members := waitMembers(ctx, t, nodes, "s0", "s1", "s2")
 	for _, m := range members {
 		if m.ClientURL == "" || m.Incarnation == "" || m.Started == 0 || m.Heartbeat < m.Started {
 			t.Errorf("incomplete member record %+v", m)
 		}
 	}
-
-	// KV reads may be served by a replica that lags a moment behind.
-	waitFor(t, 10*time.Second, "every member record on every replica", func() bool {
-		for _, n := range nodes {
-			if ms, err := n.Meta().Members(ctx); err != nil || len(ms) != servers {
-				return false
-			}
-		}
-		return true
-	})
 	p := raidq.DefaultParams()
 	p.N, p.K, p.W = 3, 2, 2
 	if _, err := nodes[1].Meta().CreateTopic(ctx, meta.TopicSpec{Name: "orders", Partitions: 2, Params: p}, time.Now()); err != nil {
 		t.Fatal(err)
 	}
 	for _, n := range nodes {
-		waitFor(t, 10*time.Second, "node "+n.ID()+" to learn the topic", func() bool {
+		testkit.WaitFor(t, "node "+n.ID()+" to learn the topic", func() bool {
 			_, err := n.Catalog().Topic("orders")
 			return err == nil
 		})
@@ -206,7 +218,7 @@ func TestStartNodeThreeServerMesh(t *testing.T) {
 	const total = 200
 	sendNumbered(ctx, t, c, "orders", total)
 	consumeNumbered(ctx, t, c, "orders", from, total)
-	waitFor(t, 20*time.Second, "the fan-out to deliver every record to a subscriber on another server", func() bool {
+	testkit.WaitFor(t, "the fan-out to deliver every record to a subscriber on another server", func() bool {
 		return fanned.Load() >= total
 	})
 
@@ -222,7 +234,7 @@ func TestStartNodeThreeServerMesh(t *testing.T) {
 }
 
 func TestStartNodeRefuses(t *testing.T) {
-	log := testlog.New(t, slog.LevelWarn)
+	log := testkit.Logger(t, slog.LevelWarn)
 	dir := t.TempDir()
 	ok := server.NodeOptions{ID: "n1", DataDir: dir, Listen: "127.0.0.1:-1", Insecure: true, Logger: log}
 	cases := []struct {
@@ -270,7 +282,7 @@ func TestStartNodeRefuses(t *testing.T) {
 // TestLocalClusterMetadata is `raidq dev`'s cluster: topics created through
 // the KV metadata, visible to a client of another connection.
 func TestLocalClusterMetadata(t *testing.T) {
-	log := testlog.New(t, slog.LevelWarn)
+	log := testkit.Logger(t, slog.LevelWarn)
 	lc, err := server.StartLocalCluster(server.LocalClusterConfig{Dir: t.TempDir(), Listen: "127.0.0.1:-1",
 		Cluster: "dev", NoSync: true, Logger: log})
 	if err != nil {

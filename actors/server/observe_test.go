@@ -21,7 +21,7 @@ import (
 	"github.com/raidq/raidq/actors/server"
 	"github.com/raidq/raidq/bus"
 	"github.com/raidq/raidq/scenarios/localtest"
-	"github.com/raidq/raidq/scenarios/testlog"
+	"github.com/raidq/raidq/scenarios/testkit"
 )
 
 // metricSum is metrics.Sum that fails the test on a gather error.
@@ -77,7 +77,7 @@ func cmpErr(first, err error) error {
 // come back when it restarts.
 func TestClusterMetrics(t *testing.T) {
 	reg := prometheus.NewRegistry()
-	lc, c := localtest.Start(t, server.LocalClusterConfig{Logger: testlog.New(t, slog.LevelWarn), Metrics: reg}, 2)
+	lc, c := localtest.Start(t, server.LocalClusterConfig{Logger: testkit.Logger(t, slog.LevelWarn), Metrics: reg}, 2)
 	start := time.Now()
 	const total = 300
 	produceN(t, c, "orders", total)
@@ -186,7 +186,7 @@ func indexOf(ids []string, id string) int {
 // startListeningCluster starts six nodes behind a NATS port and connects to it.
 func startListeningCluster(t *testing.T, cluster string) (*server.LocalCluster, *nats.Conn) {
 	t.Helper()
-	lc, err := server.StartLocalCluster(server.LocalClusterConfig{Dir: t.TempDir(), Logger: testlog.New(t, slog.LevelWarn),
+	lc, err := server.StartLocalCluster(server.LocalClusterConfig{Dir: t.TempDir(), Logger: testkit.Logger(t, slog.LevelWarn),
 		Cluster: cluster, Listen: "127.0.0.1:-1"})
 	if err != nil {
 		t.Fatal(err)
@@ -197,7 +197,29 @@ func startListeningCluster(t *testing.T, cluster string) (*server.LocalCluster, 
 		t.Fatal(err)
 	}
 	t.Cleanup(nc.Close)
+	waitStatusEndpoints(t, nc, cluster, lc.NodeIDs())
 	return lc, nc
+}
+
+// waitStatusEndpoints waits until every node of ids answers on its status
+// endpoint. A node is started (node.Start returns) before the server has
+// the subscriptions of its micro service: they are sent after the flush
+// that covers the slot and scan subjects, so a status request or a PING
+// right after the start can find no responder. The status endpoint is the
+// last of the micro service's subscriptions, on the same connection as
+// the rest, so once it answers the node also answers PING, INFO and STATS.
+func waitStatusEndpoints(t *testing.T, nc *nats.Conn, cluster string, ids []string) {
+	t.Helper()
+	subj, err := bus.NewSubjects(cluster)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range ids {
+		testkit.WaitFor(t, "node "+id+"'s status endpoint to answer", func() bool {
+			_, err := nc.Request(subj.Status(id), nil, 5*time.Second)
+			return err == nil
+		})
+	}
 }
 
 // TestNodeMicroService: every node runs the raidq-node micro service:

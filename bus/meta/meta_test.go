@@ -11,7 +11,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/raidq/raidq/bus/natsserver"
-	"github.com/raidq/raidq/scenarios/testlog"
+	"github.com/raidq/raidq/scenarios/testkit"
 	"github.com/raidq/raidq/stripe/quorum"
 )
 
@@ -35,7 +35,7 @@ func openTest(t *testing.T) *Store {
 	if _, err := Open(ctx, nc, "t1", Options{}); !errors.Is(err, ErrNoMetadata) {
 		t.Fatalf("binding before any node created the buckets: want ErrNoMetadata, got %v", err)
 	}
-	s, err := Open(ctx, nc, "t1", Options{Create: true, Logger: testlog.New(t, slog.LevelWarn)})
+	s, err := Open(ctx, nc, "t1", Options{Create: true, Logger: testkit.Logger(t, slog.LevelWarn)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -84,11 +84,11 @@ func TestTopicsAndCatalog(t *testing.T) {
 	if r.Created != got.Created {
 		t.Fatal("created time not kept")
 	}
-	waitFor(t, func() bool { _, err := cat.Topic("orders"); return err == nil })
+	testkit.WaitFor(t, "the catalog to show the topic", func() bool { _, err := cat.Topic("orders"); return err == nil })
 	if err := s.DeleteTopic(ctx, "orders"); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, func() bool { _, err := cat.Topic("orders"); return errors.Is(err, ErrUnknownTopic) })
+	testkit.WaitFor(t, "the catalog to drop the deleted topic", func() bool { _, err := cat.Topic("orders"); return errors.Is(err, ErrUnknownTopic) })
 	if _, err := s.Topic(ctx, "orders"); !errors.Is(err, ErrUnknownTopic) {
 		t.Fatalf("deleted topic still there: %v", err)
 	}
@@ -202,15 +202,4 @@ func FuzzDecodeTopic(f *testing.F) {
 			}
 		}
 	})
-}
-
-func waitFor(t *testing.T, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not reached in 5s")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
 }

@@ -1,13 +1,11 @@
 package natsserver
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -15,53 +13,17 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/raidq/raidq/bus"
+	"github.com/raidq/raidq/scenarios/testkit"
 )
 
 func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m)
 }
 
-// testLogger returns a logger that writes warnings and errors to t.Log
-// (shown only on failure or with -v) and goes quiet when the test ends.
-func testLogger(t *testing.T) *slog.Logger {
-	h := &tlogHandler{t: t, mu: new(sync.Mutex), done: new(bool)}
-	t.Cleanup(func() { h.mu.Lock(); *h.done = true; h.mu.Unlock() })
-	return slog.New(h)
-}
-
-type tlogHandler struct {
-	t     *testing.T
-	mu    *sync.Mutex
-	done  *bool
-	attrs []slog.Attr
-}
-
-func (h *tlogHandler) Enabled(_ context.Context, l slog.Level) bool { return l >= slog.LevelWarn }
-func (h *tlogHandler) WithGroup(string) slog.Handler                { return h }
-func (h *tlogHandler) WithAttrs(as []slog.Attr) slog.Handler {
-	c := *h
-	c.attrs = append(append([]slog.Attr(nil), h.attrs...), as...)
-	return &c
-}
-func (h *tlogHandler) Handle(_ context.Context, r slog.Record) error {
-	var sb strings.Builder
-	fmt.Fprintf(&sb, "%s %s", r.Level, r.Message)
-	for _, a := range h.attrs {
-		fmt.Fprintf(&sb, " %s", a)
-	}
-	r.Attrs(func(a slog.Attr) bool { fmt.Fprintf(&sb, " %s", a); return true })
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if !*h.done {
-		h.t.Log(sb.String())
-	}
-	return nil
-}
-
 func startServer(t *testing.T, o ServerOptions) *Server {
 	t.Helper()
 	if o.Logger == nil {
-		o.Logger = testLogger(t)
+		o.Logger = testkit.Logger(t, slog.LevelWarn)
 	}
 	s, err := StartServer(o)
 	if err != nil {
@@ -261,14 +223,7 @@ func TestCluster(t *testing.T) {
 		}
 	}
 
-	// Wait (bounded) for the JetStream meta group to elect a leader.
-	deadline := time.Now().Add(30 * time.Second)
-	for !hasMetaLeader(servers) {
-		if time.Now().After(deadline) {
-			t.Fatal("no JetStream meta leader after 30s")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	testkit.WaitFor(t, "the JetStream meta group to elect a leader", func() bool { return hasMetaLeader(servers) })
 
 	// A replicated KV bucket (the metadata store of docs/design.md#metadata-in-jetstream-kv) works.
 	nc := connect(t, servers[2], "admin")
@@ -277,15 +232,15 @@ func TestCluster(t *testing.T) {
 		t.Fatal(err)
 	}
 	var kv nats.KeyValue
-	for kv == nil {
+	// Meta leader known, peers maybe still catching up: the first
+	// requests can fail.
+	testkit.WaitFor(t, fmt.Sprintf("an R%d bucket to be created", size), func() bool {
 		kv, err = js.CreateKeyValue(&nats.KeyValueConfig{Bucket: "meta", Replicas: size})
 		if err != nil {
-			if time.Now().After(deadline) {
-				t.Fatalf("create R%d bucket: %v", size, err)
-			}
-			time.Sleep(20 * time.Millisecond) // meta leader known, peers still catching up
+			t.Logf("create R%d bucket: %v", size, err)
 		}
-	}
+		return err == nil
+	})
 	if _, err := kv.Put("members", []byte("s0,s1,s2")); err != nil {
 		t.Fatal(err)
 	}
@@ -293,16 +248,16 @@ func TestCluster(t *testing.T) {
 	// A slot request crosses the routes: node on s0, producer on s2.
 	subj, _ := bus.NewSubjects("raidq-test")
 	serveSlots(t, connect(t, servers[0], "node"), subj, "s0")
-	for {
+	testkit.WaitFor(t, "the node's interest to propagate over the routes", func() bool {
 		rep, err := writeOnce(nc, subj, "s0", bus.WriteReq{Topic: "t", Partition: 1, Shard: []byte{1}})
 		if err == nil && rep.Status == bus.StatusOK {
-			break
+			return true
 		}
-		if !errors.Is(err, nats.ErrNoResponders) && !errors.Is(err, nats.ErrTimeout) || time.Now().After(deadline) {
+		if !errors.Is(err, nats.ErrNoResponders) && !errors.Is(err, nats.ErrTimeout) {
 			t.Fatalf("write across routes: %+v, %v", rep, err)
 		}
-		time.Sleep(20 * time.Millisecond) // interest not yet propagated over the routes
-	}
+		return false // interest not yet propagated over the routes
+	})
 }
 
 func hasMetaLeader(servers []*Server) bool {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -14,7 +15,7 @@ import (
 	"github.com/raidq/raidq"
 	"github.com/raidq/raidq/bus/meta"
 	"github.com/raidq/raidq/scenarios/cluster"
-	"github.com/raidq/raidq/scenarios/testlog"
+	"github.com/raidq/raidq/scenarios/testkit"
 )
 
 // TestNodeProcesses builds the binary once and runs `raidq node` as real
@@ -164,11 +165,12 @@ func TestNodeProcesses(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer nc.Close()
-		log := testlog.New(t, 4) // warnings and errors only
+		log := testkit.Logger(t, 4) // warnings and errors only
 		store, err := meta.Open(ctx, nc, c.Cluster(), meta.Options{Logger: log})
 		if err != nil {
 			t.Fatal(err)
 		}
+		waitMembers(ctx, t, c)
 		ms, err := store.Members(ctx)
 		if err != nil || len(ms) != 6 {
 			t.Fatalf("members %+v, %v", ms, err)
@@ -230,17 +232,67 @@ func TestNodeProcesses(t *testing.T) {
 		// The metadata (R5) still answers with one server gone. If the
 		// stopped server led the bucket's stream, the others elect a new
 		// leader first: allow that (seconds on a loaded machine).
-		mctx, mcancel := context.WithTimeout(context.Background(), 45*time.Second)
-		defer mcancel()
-		for {
-			_, err := store.Members(mctx)
-			if err == nil {
-				break
+		var last error
+		defer func() {
+			if t.Failed() && last != nil {
+				t.Logf("metadata with one server stopped: %v", last)
 			}
-			if mctx.Err() != nil {
-				t.Fatalf("metadata with one server stopped: %v", err)
-			}
-			time.Sleep(200 * time.Millisecond)
-		}
+		}()
+		testkit.WaitFor(t, "the metadata to answer with one server stopped", func() bool {
+			mctx, mcancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer mcancel()
+			_, last = store.Members(mctx)
+			return last == nil
+		})
 	})
+}
+
+// waitMembers waits until the metadata, read through each node's server,
+// lists a member record for every node of c. A member read may be served
+// by any replica of the metadata bucket (direct gets; the key listing's
+// consumer lands on any peer), so that one connection having read every
+// record says nothing of the next read, which may reach a replica a moment
+// behind; a topic created from that read draws its ensembles from fewer
+// members. Each server's gets go to its own replica, so asking through
+// every server waits until every replica has the records. opts are the
+// connections' options (credentials, the CA).
+func waitMembers(ctx context.Context, t *testing.T, c *cluster.Cluster, opts ...nats.Option) {
+	t.Helper()
+	want := strings.Join(slices.Sorted(slices.Values(c.IDs())), " ")
+	log := testkit.Logger(t, 4) // warnings and errors only
+	for _, n := range c.Nodes() {
+		var nc *nats.Conn
+		var store *meta.Store
+		var last error // why the last poll failed, logged if the wait does
+		defer func() {
+			if nc != nil {
+				nc.Close()
+			}
+			if t.Failed() && last != nil {
+				t.Logf("reading the member records through %s: %v", n.ID, last)
+			}
+		}()
+		testkit.WaitFor(t, "the metadata read through "+n.ID+"'s server to list the member records of "+want, func() bool {
+			if nc == nil { // the node's server may not listen yet
+				if nc, last = nats.Connect(n.ClientURL(), opts...); last != nil {
+					return false
+				}
+			}
+			if store == nil {
+				if store, last = meta.Open(ctx, nc, c.Cluster(), meta.Options{Logger: log}); last != nil {
+					return false
+				}
+			}
+			var ms []meta.Member
+			if ms, last = store.Members(ctx); last != nil {
+				return false
+			}
+			var got []string
+			for _, m := range ms {
+				got = append(got, m.ID)
+			}
+			last = fmt.Errorf("members %v", got)
+			return strings.Join(got, " ") == want // Members sorts by id
+		})
+	}
 }

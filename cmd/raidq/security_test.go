@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"os/exec"
@@ -9,6 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
+
+	"github.com/raidq/raidq/bus"
 	"github.com/raidq/raidq/scenarios/cluster"
 )
 
@@ -73,18 +77,19 @@ func TestCLISecureCluster(t *testing.T) {
 	}
 	url := c.URL()
 	admin := []string{"--nats", url, "--tls-ca", ca, "--user", "ops", "--password", "opspw", "--timeout", "10s"}
-	deadline := time.Now().Add(90 * time.Second)
-	for {
-		out, errOut, err := run("", append([]string{"topic", "create", "orders", "--partitions", "1", "--data-shards", "2",
-			"--parity-shards", "1", "--acks", "2"}, admin...)...)
-		if err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
+	// The topic's ensembles are drawn from the member records: wait until
+	// every node's record is there, read through every server.
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	t.Cleanup(func() {
+		if t.Failed() {
 			c.LogTails(t, 20)
-			t.Fatalf("topic create as admin: %v\n%s%s", err, out, errOut)
 		}
-		time.Sleep(500 * time.Millisecond)
+	})
+	waitMembers(ctx, t, c, nats.RootCAs(ca), nats.UserInfo("ops", "opspw"), nats.CustomInboxPrefix(bus.InboxPrefix("ops")))
+	if out, errOut, err := run("", append([]string{"topic", "create", "orders", "--partitions", "1", "--data-shards", "2",
+		"--parity-shards", "1", "--acks", "2"}, admin...)...); err != nil {
+		t.Fatalf("topic create as admin: %v\n%s%s", err, out, errOut)
 	}
 	must("a\nb\nc\n", "produce", "orders", "--nats", url, "--tls-ca", ca, "--nkey", seed, "--timeout", "20s")
 	out := must("", "consume", "orders", "--from", "earliest", "--count", "3", "--nats", url, "--tls-ca", ca,

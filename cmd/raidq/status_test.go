@@ -5,14 +5,18 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/raidq/raidq/actors/server"
-	"github.com/raidq/raidq/bus"
-	"github.com/raidq/raidq/bus/natsserver"
-	"github.com/raidq/raidq/scenarios/testlog"
 	"log/slog"
 	"net"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/raidq/raidq/actors/server"
+	"github.com/raidq/raidq/bus"
+	"github.com/raidq/raidq/bus/natsserver"
+	"github.com/raidq/raidq/scenarios/testkit"
 )
 
 // runStatus runs `raidq status args...` and returns its stdout.
@@ -63,13 +67,14 @@ func TestStatusNoNodes(t *testing.T) {
 }
 
 func TestStatusCluster(t *testing.T) {
-	lc, err := server.StartLocalCluster(server.LocalClusterConfig{Dir: t.TempDir(), Logger: testlog.New(t, slog.LevelWarn),
+	lc, err := server.StartLocalCluster(server.LocalClusterConfig{Dir: t.TempDir(), Logger: testkit.Logger(t, slog.LevelWarn),
 		Cluster: "cli", Listen: "127.0.0.1:-1", NoSync: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer lc.Close()
 	t.Setenv("RAIDQ_NATS", lc.ClientURL()) // the flag's default comes from the environment
+	waitStatusEndpoints(t, lc.ClientURL(), "cli", lc.NodeIDs())
 
 	// Discovery listens for the whole timeout: generous, so that a loaded
 	// CI machine (other packages' tests run alongside) finds all six.
@@ -108,5 +113,30 @@ func TestStatusCluster(t *testing.T) {
 	}
 	if _, err := runStatus(t, "--timeout", "0s"); err == nil || errors.Is(err, errFailed) {
 		t.Errorf("--timeout 0s: %v, want a flag error", err)
+	}
+}
+
+// waitStatusEndpoints waits until every node of ids answers on its status
+// endpoint. A started node's micro service subscriptions (PING, INFO,
+// STATS, status) are not flushed when node.Start returns, so a discovery
+// right after the start can miss a node. The status endpoint is the last
+// of them, on the same connection, so once it answers PING reaches the
+// node too.
+func waitStatusEndpoints(t *testing.T, url, cluster string, ids []string) {
+	t.Helper()
+	nc, err := nats.Connect(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	subj, err := bus.NewSubjects(cluster)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range ids {
+		testkit.WaitFor(t, "node "+id+"'s status endpoint to answer", func() bool {
+			_, err := nc.Request(subj.Status(id), nil, 5*time.Second)
+			return err == nil
+		})
 	}
 }

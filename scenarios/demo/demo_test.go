@@ -6,11 +6,11 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/raidq/raidq/scenarios/testlog"
+	"github.com/raidq/raidq/scenarios/testkit"
 )
 
 func TestDemoKillTwo(t *testing.T) {
-	r, err := Run(context.Background(), Config{Messages: 2000, Kill: 2, Size: 256, Logger: testlog.New(t, slog.LevelWarn)})
+	r, err := Run(context.Background(), Config{Messages: 2000, Kill: 2, Size: 256, Logger: testkit.Logger(t, slog.LevelWarn)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -21,7 +21,7 @@ func TestDemoKillTwo(t *testing.T) {
 }
 
 func TestDemoKillThreeFailsClearlyLosesNothing(t *testing.T) {
-	r, err := Run(context.Background(), Config{Messages: 2000, Kill: 3, Size: 256, Logger: testlog.New(t, slog.LevelError)})
+	r, err := Run(context.Background(), Config{Messages: 2000, Kill: 3, Size: 256, Logger: testkit.Logger(t, slog.LevelError)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/raidq/raidq/scenarios/testlog"
+	"github.com/raidq/raidq/scenarios/testkit"
 )
 
 // TestDockerDrill runs kill-2 against six containers built FROM scratch
@@ -23,7 +23,7 @@ func TestDockerDrill(t *testing.T) {
 		t.Skipf("skipping the Docker drill: no usable Docker engine: %v", err)
 	}
 	r, err := Run(context.Background(), Config{Scenario: "kill-2", Seed: 1, Duration: 8 * time.Second, Rate: 300,
-		Dir: t.TempDir(), Drain: 60 * time.Second, Docker: &DockerConfig{}, Logger: testlog.New(t, slog.LevelInfo)})
+		Dir: t.TempDir(), Drain: 60 * time.Second, Docker: &DockerConfig{}, Logger: testkit.Logger(t, slog.LevelInfo)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/raidq/raidq/scenarios/cluster"
-	"github.com/raidq/raidq/scenarios/testlog"
+	"github.com/raidq/raidq/scenarios/testkit"
 )
 
 func TestValueRoundTrip(t *testing.T) {
@@ -113,7 +113,7 @@ func TestDrills(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			start := time.Now()
 			r, err := Run(context.Background(), Config{Scenario: name, Seed: 1, Duration: 6 * time.Second, Rate: 500,
-				Binary: bin, Dir: t.TempDir(), Drain: 30 * time.Second, Logger: testlog.New(t, slog.LevelInfo)})
+				Binary: bin, Dir: t.TempDir(), Drain: 30 * time.Second, Logger: testkit.Logger(t, slog.LevelInfo)})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/raidq/raidq/scenarios/testlog"
+	"github.com/raidq/raidq/scenarios/testkit"
 )
 
 // TestSecurityDrill runs the drill on three nodes: every attempt is
@@ -17,7 +17,7 @@ func TestSecurityDrill(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	r, err := Run(ctx, Config{Dir: t.TempDir(), Flood: 600, Logger: testlog.New(t, slog.LevelError)})
+	r, err := Run(ctx, Config{Dir: t.TempDir(), Flood: 600, Logger: testkit.Logger(t, slog.LevelError)})
 	if err != nil {
 		t.Fatal(err)
 	}
