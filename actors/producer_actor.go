@@ -11,6 +11,7 @@ import (
 	"github.com/asynkron/protoactor-go/scheduler"
 
 	"github.com/raidq/raidq/actors/core"
+	"github.com/raidq/raidq/actors/internal/actorsys"
 	"github.com/raidq/raidq/actors/metrics"
 	"github.com/raidq/raidq/bus"
 	"github.com/raidq/raidq/bus/meta"
@@ -85,9 +86,9 @@ type producerActor struct {
 	sticky  int
 	flushes []chan struct{}
 	sched   *scheduler.TimerScheduler
-	cancel  scheduler.CancelFunc // the attempt-timeout tick; nil while no stripe is in flight
-	ticking atomic.Bool          // cancel != nil, for tests (read from other goroutines)
-	m       *metrics.Producer    // nil: no metrics
+	cancel  func()            // stops the attempt-timeout tick; nil while no stripe is in flight
+	ticking atomic.Bool       // cancel != nil, for tests (read from other goroutines)
+	m       *metrics.Producer // nil: no metrics
 	// reappend, if set, is the one stripe this producer writes (re-append
 	// mode, Client.Reappend): started at actor.Started.
 	reappend *reappendReq
@@ -340,7 +341,7 @@ func (a *producerActor) apply(ctx actor.Context, part int, out core.WriterOutput
 func (a *producerActor) tickWhileBusy(ctx actor.Context) {
 	switch {
 	case len(a.stripes) > 0 && a.cancel == nil:
-		a.cancel = a.sched.SendRepeatedly(producerTickEvery, producerTickEvery, ctx.Self(), &producerTick{})
+		a.cancel = actorsys.Repeat(ctx.ActorSystem(), producerTickEvery, ctx.Self(), &producerTick{})
 		a.ticking.Store(true)
 	case len(a.stripes) == 0:
 		a.stopTicking()
