@@ -172,19 +172,21 @@ func Start(cfg Config) (*Node, error) {
 		n.metrics.Unregister()
 		return nil, fmt.Errorf("node %s: subscribe: %w", cfg.ID, err)
 	}
-	// Make sure the server has the subscription before callers are told
-	// the node is up (else the first requests find no responders).
-	if err := cfg.Conn.Flush(); err != nil {
-		n.unsubscribe()
-		n.stopActors()
-		n.metrics.Unregister()
-		return nil, fmt.Errorf("node %s: flush subscription: %w", cfg.ID, err)
-	}
 	if err := n.startService(); err != nil {
 		n.unsubscribe()
 		n.stopActors()
 		n.metrics.Unregister()
 		return nil, fmt.Errorf("node %s: micro service: %w", cfg.ID, err)
+	}
+	// Make sure the server has every subscription (slot, scan, status and
+	// the micro service's discovery) before callers are told the node is
+	// up; else the first requests find no responders.
+	if err := cfg.Conn.Flush(); err != nil {
+		n.stopService()
+		n.unsubscribe()
+		n.stopActors()
+		n.metrics.Unregister()
+		return nil, fmt.Errorf("node %s: flush subscriptions: %w", cfg.ID, err)
 	}
 	n.cfg.Logger.Info("node started", "subject", subj.SlotAll(cfg.ID), "incarnation", cfg.Store.Incarnation().String())
 	return n, nil

@@ -78,9 +78,10 @@ func startMesh(t *testing.T, log *slog.Logger, clusterName string, servers int, 
 // the one that answered the last read. Waiting until one node lists every
 // record is not enough: it returns at the very moment the last record is
 // on one replica, and the topic created next can read another that still
-// misses it ("needs 3 nodes per ensemble, only 2 members").
-// Every node's gets go to its own server's replica, so asking every node
-// waits until every replica has them.
+// misses it ("needs 3 nodes per ensemble, only 2 members"). A node's
+// gets are answered by its own server's replica (NATS prefers a local
+// queue subscriber), so asking every node waits until every replica has
+// the records.
 func waitMembers(ctx context.Context, t *testing.T, nodes []*server.Node, ids ...string) []meta.Member {
 	t.Helper()
 	want := slices.Sorted(slices.Values(ids))

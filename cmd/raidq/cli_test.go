@@ -43,7 +43,12 @@ func TestCLIProduceConsumeKillTwo(t *testing.T) {
 
 	const total = 10000
 	start := time.Now()
-	prod := exec.Command(bin, "produce", "orders", "--nats", url, "--timeout", "20s", "--window", "256")
+	// With two nodes dead a stripe needs all four others to answer within
+	// an attempt's deadline, and the default 16 attempts (about 2s) run out
+	// on a starved machine (the nodes answer, too late): retry each send
+	// until the nodes have answered it, as the README says for a stalled
+	// machine, so that what is checked is that every line gets through.
+	prod := exec.Command(bin, "produce", "orders", "--nats", url, "--timeout", "20s", "--window", "256", "--delivery-timeout", "2m")
 	stdin, err := prod.StdinPipe()
 	if err != nil {
 		t.Fatal(err)

@@ -253,9 +253,10 @@ func TestNodeProcesses(t *testing.T) {
 // consumer lands on any peer), so that one connection having read every
 // record says nothing of the next read, which may reach a replica a moment
 // behind; a topic created from that read draws its ensembles from fewer
-// members. Each server's gets go to its own replica, so asking through
-// every server waits until every replica has the records. opts are the
-// connections' options (credentials, the CA).
+// members. A server's own replica answers the gets sent through it (NATS
+// prefers a local queue subscriber), so asking through every server waits
+// until every replica has the records. opts are the connections' options
+// (credentials, the CA).
 func waitMembers(ctx context.Context, t *testing.T, c *cluster.Cluster, opts ...nats.Option) {
 	t.Helper()
 	want := strings.Join(slices.Sorted(slices.Values(c.IDs())), " ")
