@@ -140,7 +140,7 @@ func (c *miniCluster) quiesce(tp *meta.Topic, live []int) {
 		}
 		return out
 	}
-	waitFor(c.t, "every shard to land", func() bool {
+	testkit.WaitFor(c.t, "every shard to land", func() bool {
 		for part := 0; part < tp.Partitions; part++ {
 			ref := offsets(live[0], part)
 			if len(ref) == 0 {
@@ -302,7 +302,7 @@ func TestProducerTicksOnlyWhileBusy(t *testing.T) {
 		for _, v := range values(round*10, round*10+10) {
 			p.Send(stripe.Record{Value: []byte(v)}, 0, func(r actors.SendResult) { results <- r })
 		}
-		waitFor(t, "the tick to start with a stripe in flight", p.Ticking)
+		testkit.WaitFor(t, "the tick to start with a stripe in flight", p.Ticking)
 		for _, st := range c.stores {
 			st.Release()
 		}
@@ -313,6 +313,6 @@ func TestProducerTicksOnlyWhileBusy(t *testing.T) {
 		}
 		// Acked stripes stay in the writer a while (listening for late
 		// refusals); the tick must stop once they are done.
-		waitFor(t, "the tick to stop once no stripe is in flight", func() bool { return !p.Ticking() })
+		testkit.WaitFor(t, "the tick to stop once no stripe is in flight", func() bool { return !p.Ticking() })
 	}
 }

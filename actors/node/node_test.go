@@ -581,10 +581,6 @@ func TestNodeBusy(t *testing.T) {
 	expectStatus(t, "the refused write, retried", r.Status, bus.StatusOK, r.Detail)
 }
 
-// waitFor is testkit.WaitFor, for repair_test.go and client_test.go until
-// they call the kit directly.
-var waitFor = testkit.WaitFor
-
 // taggedReply is the reply to the i-th request of publishRequests.
 type taggedReply struct {
 	i    int

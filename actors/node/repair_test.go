@@ -714,7 +714,7 @@ func TestRepairRetention(t *testing.T) {
 	e2.node.Kill()
 	e2.cfg.Repair = RepairConfig{RetentionInterval: 20 * time.Millisecond, ScrubInterval: -1, Interval: time.Hour}
 	e2.start()
-	waitFor(t, "the retention loop to drop old ranges", func() bool {
+	testkit.WaitFor(t, "the retention loop to drop old ranges", func() bool {
 		_, err := e2.stored(0, offs[0])
 		return errors.Is(err, slotstore.ErrNotFound)
 	})
