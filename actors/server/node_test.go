@@ -183,21 +183,12 @@ func TestStartNodeThreeServerMesh(t *testing.T) {
 		})
 	}
 
-	// A client on another server of the mesh, catalog from the KV watch.
+	// A client on another server of the mesh (it watches the KV catalog).
 	nc, err := nats.Connect(nodes[2].ClientURL())
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer nc.Close()
-	store, err := meta.Open(ctx, nc, "mesh", meta.Options{Logger: log})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cat, err := store.WatchCatalog(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cat.Close()
 	c, err := raidq.ConnectConn(nc, raidq.WithCluster("mesh"), raidq.WithLogger(log))
 	if err != nil {
 		t.Fatal(err)
@@ -302,21 +293,12 @@ func TestLocalClusterMetadata(t *testing.T) {
 	if err := lc.CreateTopic("orders", 2, raidq.DefaultParams()); !errors.Is(err, meta.ErrTopicExists) {
 		t.Fatalf("second create: %v", err)
 	}
-	// Another process's view: a plain NATS connection and the KV catalog.
+	// Another process's view: a client over a plain NATS connection.
 	nc, err := nats.Connect(lc.ClientURL())
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer nc.Close()
-	store, err := meta.Open(ctx, nc, "dev", meta.Options{Logger: log})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cat, err := store.WatchCatalog(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cat.Close()
 	c, err := raidq.ConnectConn(nc, raidq.WithCluster("dev"), raidq.WithLogger(log))
 	if err != nil {
 		t.Fatal(err)

@@ -185,11 +185,6 @@ func TestNodeProcesses(t *testing.T) {
 		if _, err := store.CreateTopic(ctx, meta.TopicSpec{Name: "orders", Partitions: 2, Params: raidq.DefaultParams()}, time.Now()); err != nil {
 			t.Fatal(err)
 		}
-		cat, err := store.WatchCatalog(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer cat.Close()
 		cl, err := raidq.ConnectConn(nc, raidq.WithCluster(c.Cluster()), raidq.WithLogger(log))
 		if err != nil {
 			t.Fatal(err)
