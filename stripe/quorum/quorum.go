@@ -30,6 +30,44 @@ type Params struct {
 	AcceptWindow time.Duration // A: nodes refuse offsets older than now-A
 	FutureBound  time.Duration // F: nodes refuse offsets newer than now+F
 	MaxSkew      time.Duration // clock skew the operator budgets for (D >= A + MaxSkew)
+
+	// Grid is the offset grid in nanoseconds (docs/design.md#kafka-offsets):
+	// a power of two; stripe offsets are multiples of it and a stripe
+	// holds at most Grid records, so offset + record index is an int64
+	// that grows in delivery order (the Kafka offset). 0 or 1: no grid
+	// (topics created before it; not served to Kafka clients).
+	Grid uint64
+}
+
+// DefaultGrid is the offset grid of new topics: 1024 ns, so at most 1024
+// records per stripe.
+const DefaultGrid = 1024
+
+// MaxGrid bounds the grid (65536 ns = stripe.MaxRecords records).
+const MaxGrid = 1 << 16
+
+// Gridded says whether offsets follow a grid (Grid > 1).
+func (p Params) Gridded() bool { return p.Grid > 1 }
+
+// OnGrid says whether offset is a multiple of the grid (always true
+// without one).
+func (p Params) OnGrid(offset uint64) bool { return !p.Gridded() || offset&(p.Grid-1) == 0 }
+
+// GridUp rounds offset up to the next multiple of the grid (itself if on it).
+func (p Params) GridUp(offset uint64) uint64 {
+	if !p.Gridded() {
+		return offset
+	}
+	return (offset + p.Grid - 1) &^ (p.Grid - 1)
+}
+
+// MaxStripeRecords is how many records one stripe may hold: the grid, or
+// limit without one.
+func (p Params) MaxStripeRecords(limit int) int {
+	if p.Gridded() {
+		return min(int(p.Grid), limit)
+	}
+	return limit
 }
 
 // Default returns the seed's defaults: 4 data + 2 parity, commit at 4 of 6,
@@ -37,7 +75,7 @@ type Params struct {
 func Default() Params {
 	return Params{N: 6, K: 4, W: 4,
 		ReadDelay: 500 * time.Millisecond, AcceptWindow: 250 * time.Millisecond,
-		FutureBound: 250 * time.Millisecond, MaxSkew: 250 * time.Millisecond}
+		FutureBound: 250 * time.Millisecond, MaxSkew: 250 * time.Millisecond, Grid: DefaultGrid}
 }
 
 // M is the number of parity shards.
@@ -63,6 +101,8 @@ func (p Params) Validate() error {
 		return bad("accept window %v and future bound %v must be positive", p.AcceptWindow, p.FutureBound)
 	case p.MaxSkew < 0:
 		return bad("max skew %v must not be negative", p.MaxSkew)
+	case p.Grid > MaxGrid || p.Grid&(p.Grid-1) != 0:
+		return bad("offset grid %d ns: must be a power of two up to %d (0: none)", p.Grid, MaxGrid)
 	case p.ReadDelay < p.AcceptWindow+p.MaxSkew:
 		return bad("read delay %v must be >= accept window %v + max skew %v so readers scan only sealed offsets",
 			p.ReadDelay, p.AcceptWindow, p.MaxSkew)
