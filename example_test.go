@@ -96,6 +96,69 @@ func ExampleProducer_SendAsync() {
 	// order-2 committed in partition 0
 }
 
+// ExampleProducer_SendBatch writes three messages as one stripe, as a
+// Kafka gateway writes a record batch: they commit together, at
+// consecutive indexes, each with its own Time. The retry under the same
+// stripe id (WithStripe) is delivered once.
+func ExampleProducer_SendBatch() {
+	lc, stop, err := localCluster()
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer stop()
+	_ = lc.CreateTopic("orders", 1, raidq.DefaultParams())
+	c, _ := lc.Connect()
+	defer c.Close()
+	p, err := c.Producer("orders")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer p.Close()
+
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	created := time.Date(2024, 5, 1, 12, 0, 0, 0, time.UTC)
+	var batch []raidq.Message
+	for i := range 3 {
+		batch = append(batch, raidq.Message{Value: []byte(fmt.Sprint("order-", i)), Time: created.Add(time.Duration(i) * time.Second)})
+	}
+	id := raidq.StripeID{Producer: [16]byte{'g', 'w'}, Seq: 1} // the gateway's own producer id, a sequence per batch
+	for range 2 {                                              // a retry of the same batch
+		pos, err := p.SendBatch(ctx, 0, batch, raidq.WithStripe(id))
+		if err != nil {
+			fmt.Println(err)
+			return
+		}
+		fmt.Println("batch committed at index", pos.Index)
+	}
+	if _, err := p.Send(ctx, raidq.Message{Value: []byte("end")}); err != nil {
+		fmt.Println(err)
+		return
+	}
+
+	cons, _ := c.Consumer("orders", raidq.WithStart(time.Unix(0, 1))) // earliest
+	defer cons.Close()
+	for {
+		m, err := cons.Next(ctx)
+		if err != nil {
+			fmt.Println(err)
+			return
+		}
+		if string(m.Value) == "end" {
+			break
+		}
+		fmt.Println(m.Position.Index, string(m.Value), m.Time.UTC().Format(time.TimeOnly))
+	}
+	// Output:
+	// batch committed at index 0
+	// batch committed at index 0
+	// 0 order-0 12:00:00
+	// 1 order-1 12:00:01
+	// 2 order-2 12:00:02
+}
+
 // ExampleConsumer_Next produces two messages and reads them back from the
 // start with Next.
 func ExampleConsumer_Next() {

@@ -127,7 +127,12 @@ func (p *Producer) Produce(ctx context.Context, m Message, done func(Message, er
 			p.topic, ErrInvalidMessage, m.Partition))
 		return
 	}
-	p.p.Send(m.record(), -1, func(r actors.SendResult) {
+	rec, err := m.record()
+	if err != nil {
+		done(m, fmt.Errorf("send to %s: %w", p.topic, err))
+		return
+	}
+	p.p.Send(rec, -1, func(r actors.SendResult) {
 		m.Topic, m.Partition, m.Position, m.Stripe = p.topic, r.Partition, positionOf(r.Pos), r.Stripe
 		done(m, r.Err)
 	})
@@ -139,11 +144,89 @@ func (p *Producer) send(ctx context.Context, partition int, m Message) *SendFutu
 		f.resolve(m, fmt.Errorf("send to %s: %w", p.topic, err))
 		return f
 	}
-	p.p.Send(m.record(), partition, func(r actors.SendResult) {
+	rec, err := m.record()
+	if err != nil {
+		f.resolve(m, fmt.Errorf("send to %s: %w", p.topic, err))
+		return f
+	}
+	p.p.Send(rec, partition, func(r actors.SendResult) {
 		m.Topic, m.Partition, m.Position, m.Stripe = p.topic, r.Partition, positionOf(r.Pos), r.Stripe
 		f.resolve(m, r.Err)
 	})
 	return f
+}
+
+// BatchOption configures one SendBatch or ProduceBatch.
+type BatchOption func(*batchConfig)
+
+type batchConfig struct {
+	id StripeID
+}
+
+// WithStripe writes the batch under this stripe id: a retry of the same
+// batch with the same id is delivered once, since readers drop repeated
+// stripe ids over the dedupe horizon (150 s of offsets). The zero id
+// means the producer's own next one, as without the option. Ids of
+// raidq's own producers are refused (ErrInvalidMessage): pick a Producer
+// part of your own, e.g. one per Kafka producer id, and a Seq per batch.
+// A retry while the producer still holds the stripe (up to about A+F
+// after its ack) gets the first write's outcome and position; a later one
+// is written again and returns the position of that copy, which readers
+// drop: the records are read at the first position.
+func WithStripe(id StripeID) BatchOption { return func(c *batchConfig) { c.id = id } }
+
+// SendBatch writes msgs to partition as one stripe and blocks until it is
+// committed or fails. The batch commits atomically: all of its messages
+// or none. They get consecutive indexes from 0 in one stripe, written
+// after every message this producer was given for the partition before
+// the call, and are never merged with other messages. It returns the
+// position of the first message (the stripe's offset, Index 0); message
+// i is at Index i. A batch must hold 1 to as many messages as a stripe of
+// the topic holds (its offset grid, 1024 by default), each with at most
+// 64 headers, and encode to at most 4 MiB, else it fails with
+// ErrInvalidMessage, as it does for a partition out of range; each
+// message's Topic, Partition, Position, Stripe and Late are ignored. The
+// producer holds msgs' bytes until the outcome: leave them alone. When
+// ctx ends first the error wraps ctx.Err() and the batch may still be
+// committed.
+func (p *Producer) SendBatch(ctx context.Context, partition int, msgs []Message, opts ...BatchOption) (Position, error) {
+	type outcome struct {
+		pos Position
+		err error
+	}
+	ch := make(chan outcome, 1)
+	p.ProduceBatch(ctx, partition, msgs, func(pos Position, _ StripeID, err error) { ch <- outcome{pos, err} }, opts...)
+	select {
+	case o := <-ch:
+		return o.pos, o.err
+	case <-ctx.Done():
+		return Position{}, fmt.Errorf("send batch to %s/%d: %w (the batch may still be committed)", p.topic, partition, ctx.Err())
+	}
+}
+
+// ProduceBatch is SendBatch with a callback: done is called once with
+// the first message's position and the stripe id, or the error, from the
+// producer's goroutine (it must not block); a batch refused before it is
+// handed over (an ended ctx, a message's Time out of range) calls it
+// before ProduceBatch returns.
+func (p *Producer) ProduceBatch(ctx context.Context, partition int, msgs []Message, done func(Position, StripeID, error), opts ...BatchOption) {
+	var bc batchConfig
+	for _, f := range opts {
+		f(&bc)
+	}
+	if err := ctx.Err(); err != nil {
+		done(Position{}, bc.id, fmt.Errorf("send batch to %s/%d: %w", p.topic, partition, err))
+		return
+	}
+	recs := make([]stripe.Record, len(msgs))
+	for i := range msgs {
+		var err error
+		if recs[i], err = msgs[i].record(); err != nil {
+			done(Position{}, bc.id, fmt.Errorf("send batch to %s/%d: message %d: %w", p.topic, partition, i, err))
+			return
+		}
+	}
+	p.p.SendBatch(recs, partition, bc.id, func(r actors.SendResult) { done(positionOf(r.Pos), r.Stripe, r.Err) })
 }
 
 // Flush closes open batches and waits for every pending outcome.
@@ -199,8 +282,4 @@ func (f *SendFuture) Wait(ctx context.Context) (Message, error) {
 	case <-ctx.Done():
 		return Message{}, fmt.Errorf("send: %w (the message may still be committed)", ctx.Err())
 	}
-}
-
-func recordMessage(topic string, partition int, rec stripe.Record) Message {
-	return Message{Topic: topic, Partition: partition, Key: rec.Key, Value: rec.Value, Headers: rec.Headers}
 }

@@ -25,9 +25,10 @@ package raidq
 import (
 	"errors"
 	"fmt"
-	"github.com/raidq/raidq/actors"
+	"math"
 	"time"
 
+	"github.com/raidq/raidq/actors"
 	"github.com/raidq/raidq/actors/core"
 	"github.com/raidq/raidq/bus/meta"
 	"github.com/raidq/raidq/stripe"
@@ -54,8 +55,10 @@ var (
 	// (docs/design.md, "Parameters").
 	ErrInvalidParams = quorum.ErrInvalidParams
 	// ErrInvalidMessage: a send was given a message it cannot take (a
-	// Partition set on Send: choose one with SendTo).
-	ErrInvalidMessage = errors.New("invalid message")
+	// Partition set on Send: choose one with SendTo; a Time out of range;
+	// a limit of the batch format; a batch of no messages or more than a
+	// stripe holds, or to a partition out of range).
+	ErrInvalidMessage = actors.ErrInvalidMessage
 	// ErrPending: SendFuture.Result was called before the outcome was known.
 	ErrPending = errors.New("send still pending")
 )
@@ -101,6 +104,12 @@ type Message struct {
 	Key     []byte
 	Value   []byte
 	Headers []Header
+	// Time is the record's own timestamp, set by its producer, e.g. a
+	// Kafka client's CreateTime; zero: none. It travels with the record
+	// at nanosecond precision and must lie between the Unix epoch (which
+	// reads back as none) and 2262, else the send fails with
+	// ErrInvalidMessage. Position.Time() is when it was written.
+	Time time.Time
 
 	// Set on delivery and on the result of a send; a send ignores Topic,
 	// Position, Stripe and Late, and Send refuses a Partition other than
@@ -116,6 +125,26 @@ type Message struct {
 	gen uint64 // which reading of its partition delivered it (groups.go)
 }
 
-func (m *Message) record() stripe.Record {
-	return stripe.Record{Key: m.Key, Value: m.Value, Headers: m.Headers}
+// record is m as the producer writes it; a Time it cannot carry is
+// ErrInvalidMessage.
+func (m *Message) record() (stripe.Record, error) {
+	r := stripe.Record{Key: m.Key, Value: m.Value, Headers: m.Headers}
+	if m.Time.IsZero() {
+		return r, nil
+	}
+	if m.Time.Before(time.Unix(0, 0)) || m.Time.After(time.Unix(0, math.MaxInt64)) {
+		return r, fmt.Errorf("%w: Time %v: must lie between the Unix epoch and %v", ErrInvalidMessage,
+			m.Time, time.Unix(0, math.MaxInt64).UTC())
+	}
+	r.Time = m.Time.UnixNano()
+	return r, nil
+}
+
+// recordMessage is a delivered record as a Message.
+func recordMessage(topic string, partition int, rec stripe.Record) Message {
+	m := Message{Topic: topic, Partition: partition, Key: rec.Key, Value: rec.Value, Headers: rec.Headers}
+	if rec.Time != 0 {
+		m.Time = time.Unix(0, rec.Time)
+	}
+	return m
 }

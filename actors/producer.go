@@ -3,6 +3,7 @@ package actors
 import (
 	"context"
 	"crypto/rand"
+	"errors"
 	"fmt"
 	"hash/fnv"
 	mrand "math/rand/v2"
@@ -51,7 +52,12 @@ type ProducerConfig struct {
 	Seed uint64
 }
 
-// SendResult is the outcome of one record's send.
+// ErrInvalidMessage: a send was given records it cannot take (a limit of
+// the batch format or of the topic, a partition out of range).
+var ErrInvalidMessage = errors.New("invalid message")
+
+// SendResult is the outcome of one record's send, or of a whole batch's
+// (SendBatch: Pos is the batch's first record).
 type SendResult struct {
 	Partition int
 	Pos       core.Position
@@ -63,6 +69,14 @@ type SendResult struct {
 type produce struct {
 	rec       stripe.Record
 	partition int // -1: choose
+	cb        func(SendResult)
+}
+
+// produceBatch is a whole batch handed to the producer actor (SendBatch).
+type produceBatch struct {
+	recs      []stripe.Record
+	partition int
+	id        stripe.ID // zero: the producer's own next id
 	cb        func(SendResult)
 }
 
@@ -144,6 +158,37 @@ func (p *Producer) Topic() *meta.Topic { return p.topic }
 func (p *Producer) Send(rec stripe.Record, partition int, cb func(SendResult)) {
 	p.c.system.Root.Send(p.pid, &produce{rec: rec, partition: partition, cb: cb})
 }
+
+// SendBatch writes recs to partition as one stripe of their own: the
+// records commit together or not at all, at consecutive indexes from 0,
+// and are never merged with other records. It first closes the
+// partition's open batch, so records sent before it stay before it. id
+// names the stripe (zero: the producer's own next id); a retry of a batch
+// under the same id is delivered once, since readers drop repeated stripe
+// ids (core.ReaderConfig.DedupeHorizon). A retry while the producer
+// still holds the stripe (until its last node answered, or A+F after
+// the ack) is not written again: it gets the stripe's outcome, at once
+// if it was acked. A later retry is written again, and its Pos is that
+// of the copy, which readers drop: the first Pos is where the records
+// are read. A given id never collides with the producer's own: its
+// ProducerID is random and ids with it are refused.
+//
+// cb is called once for the whole batch, from the producer actor's
+// goroutine (it must not block), at the ack (W OKs) or failure as a
+// record's would be: Pos is the stripe's offset with Index 0. It fails at
+// once with ErrInvalidMessage for no records, more than
+// MaxBatchRecords, a batch stripe.CheckBatch refuses or a partition out
+// of range, and with ErrBusy while the partition's queue is full or a
+// stripe of id is still being written to another partition. recs belong
+// to the producer until cb.
+func (p *Producer) SendBatch(recs []stripe.Record, partition int, id stripe.ID, cb func(SendResult)) {
+	p.c.system.Root.Send(p.pid, &produceBatch{recs: recs, partition: partition, id: id, cb: cb})
+}
+
+// MaxBatchRecords is how many records one stripe of the topic may hold
+// (quorum.Params.MaxStripeRecords): an open batch closes there, and a
+// larger SendBatch is refused.
+func (p *Producer) MaxBatchRecords() int { return p.a.maxRecs }
 
 // Flush closes every open batch and waits until every record sent before
 // it has its outcome, or ctx ends.

@@ -24,9 +24,21 @@ const producerTickEvery = 5 * time.Millisecond
 // batch is an open or queued micro-batch of one partition.
 type batch struct {
 	recs   []stripe.Record
-	cbs    []func(SendResult)
+	cbs    []func(SendResult) // one per record, or the one of a whole batch
 	bytes  int
 	opened time.Time // first record added (ack latency)
+	// whole: a SendBatch's batch, never merged; its one callback stands
+	// for all its records and gets the stripe's first position.
+	whole bool
+	id    stripe.ID // a whole batch's given stripe id; zero: the producer's own
+}
+
+// records is how many records the batch's outcome settles (metrics).
+func (b *batch) records() int {
+	if b.whole {
+		return len(b.recs)
+	}
+	return len(b.cbs)
 }
 
 // inflight is a stripe being written.
@@ -36,6 +48,7 @@ type inflight struct {
 	payload   []byte
 	shards    []stripe.Shard // encoded for the first attempt's offset
 	released  bool           // its in-flight slot was freed (at ack or failure)
+	committed uint64         // the offset it was acked at; 0: not (yet)
 	// settled, if set, is called once the writer holds nothing more of
 	// the stripe (core.Done), or when the producer stops first (re-append
 	// mode: Client.Reappend waits for it).
@@ -80,6 +93,7 @@ type producerActor struct {
 	cfg     ProducerConfig
 	id      stripe.ProducerID
 	seq     uint64
+	maxRecs int // records per stripe: the topic's grid, at most stripe.MaxRecords
 	parts   []*partState
 	stripes map[stripe.ID]*inflight
 	rnd     *mrand.Rand
@@ -109,7 +123,7 @@ type reappendReq struct {
 
 func newProducerActor(c *Client, t *meta.Topic, cfg ProducerConfig) *producerActor {
 	a := &producerActor{c: c, topic: t, cfg: cfg, stripes: make(map[stripe.ID]*inflight), rnd: newRand(cfg.Seed),
-		m: c.metrics.Producer(t.Name)}
+		m: c.metrics.Producer(t.Name), maxRecs: t.Params.MaxStripeRecords(stripe.MaxRecords)}
 	_, _ = rand.Read(a.id[:])
 	a.parts = make([]*partState, t.Partitions)
 	for i := range a.parts {
@@ -130,6 +144,8 @@ func (a *producerActor) Receive(ctx actor.Context) {
 		}
 	case *produce:
 		a.add(ctx, m)
+	case *produceBatch:
+		a.addBatch(ctx, m)
 	case *lingerFire:
 		if p := a.parts[m.partition]; p.open != nil && p.gen == m.gen {
 			a.closeBatch(ctx, m.partition)
@@ -159,9 +175,13 @@ func (a *producerActor) add(ctx actor.Context, m *produce) {
 	if part < 0 || part >= a.topic.Partitions {
 		part = partitionOf(m.rec.Key, a.topic.Partitions, a.sticky)
 	}
+	if err := stripe.CheckRecord(&m.rec); err != nil { // so it fails no batch it would join
+		m.cb(SendResult{Partition: part, Err: fmt.Errorf("send to %s/%d: %w: %w", a.topic.Name, part, ErrInvalidMessage, err)})
+		return
+	}
 	p := a.parts[part]
-	if len(p.queue) >= a.cfg.MaxQueuedBatches {
-		m.cb(SendResult{Partition: part, Err: fmt.Errorf("%w: %d batches queued for %s/%d", ErrBusy, len(p.queue), a.topic.Name, part)})
+	if err := a.queueFull(part); err != nil {
+		m.cb(SendResult{Partition: part, Err: err})
 		return
 	}
 	if p.open == nil {
@@ -172,9 +192,51 @@ func (a *producerActor) add(ctx actor.Context, m *produce) {
 	p.open.recs = append(p.open.recs, m.rec)
 	p.open.cbs = append(p.open.cbs, m.cb)
 	p.open.bytes += m.rec.Size()
-	if p.open.bytes >= a.cfg.MaxBatchBytes || len(p.open.recs) >= stripe.MaxRecords || a.ready(p) {
+	if p.open.bytes >= a.cfg.MaxBatchBytes || len(p.open.recs) >= a.maxRecs || a.ready(p) {
 		a.closeBatch(ctx, part)
 	}
+}
+
+// queueFull is ErrBusy if part has MaxQueuedBatches closed batches waiting.
+func (a *producerActor) queueFull(part int) error {
+	if n := len(a.parts[part].queue); n >= a.cfg.MaxQueuedBatches {
+		return fmt.Errorf("%w: %d batches queued for %s/%d", ErrBusy, n, a.topic.Name, part)
+	}
+	return nil
+}
+
+// addBatch queues a SendBatch's records as one whole batch behind the
+// partition's open batch, which it closes first to keep the order.
+func (a *producerActor) addBatch(ctx actor.Context, m *produceBatch) {
+	if err := a.checkBatch(m); err != nil {
+		m.cb(SendResult{Partition: m.partition, Stripe: m.id, Err: err})
+		return
+	}
+	if err := a.queueFull(m.partition); err != nil {
+		m.cb(SendResult{Partition: m.partition, Stripe: m.id, Err: err})
+		return
+	}
+	a.closeBatch(ctx, m.partition)
+	p := a.parts[m.partition]
+	p.queue = append(p.queue, &batch{recs: m.recs, cbs: []func(SendResult){m.cb}, opened: time.Now(), whole: true, id: m.id})
+	a.startQueued(ctx, m.partition)
+}
+
+// checkBatch says why a SendBatch cannot be written (ErrInvalidMessage).
+func (a *producerActor) checkBatch(m *produceBatch) error {
+	where := fmt.Sprintf("send batch to %s/%d", a.topic.Name, m.partition)
+	switch {
+	case m.partition < 0 || m.partition >= a.topic.Partitions:
+		return fmt.Errorf("%s: %w: the topic has %d partitions", where, ErrInvalidMessage, a.topic.Partitions)
+	case len(m.recs) == 0 || len(m.recs) > a.maxRecs:
+		return fmt.Errorf("%s: %w: %d records, must be 1..%d", where, ErrInvalidMessage, len(m.recs), a.maxRecs)
+	case m.id != (stripe.ID{}) && m.id.Producer == a.id:
+		return fmt.Errorf("%s: %w: stripe id %s is of this producer's own", where, ErrInvalidMessage, m.id)
+	}
+	if err := stripe.CheckBatch(m.recs); err != nil {
+		return fmt.Errorf("%s: %w: %w", where, ErrInvalidMessage, err)
+	}
+	return nil
 }
 
 // ready reports whether p's open batch should close now rather than
@@ -213,13 +275,46 @@ func (a *producerActor) start(ctx actor.Context, part int, b *batch) {
 	// that cannot be encoded fails before the writer knows of it; the
 	// offset is only known once the writer starts the stripe.
 	id := stripe.ID{Producer: a.id, Seq: a.seq + 1}
+	if b.id != (stripe.ID{}) {
+		id = b.id
+		if st := a.stripes[id]; st != nil {
+			a.rejoin(part, b, st)
+			return
+		}
+	}
 	shards, payload, err := stripe.EncodeRecords(id, 0, a.topic.Params.N, a.topic.Params.K, b.recs)
 	if err != nil {
 		a.finish(b, SendResult{Partition: part, Err: err})
 		return
 	}
-	a.seq++
+	if id.Producer == a.id {
+		a.seq++
+	}
 	a.begin(ctx, part, id, &inflight{partition: part, b: b, payload: payload, shards: shards})
+}
+
+// rejoin settles a whole batch whose given id the writer still holds: a
+// retry of that batch, so the same stripe, which gets that stripe's
+// outcome instead of a second write (the writer holds one state per id):
+// at once if it was acked, else with it. The records are not compared,
+// and counted once, with the stripe. The id on another partition is
+// another stripe: it is refused with ErrBusy (and, refused before any
+// write, not counted) until the first is done.
+func (a *producerActor) rejoin(part int, b *batch, st *inflight) {
+	switch {
+	case st.partition != part || (st.b != nil && !st.b.whole):
+		err := fmt.Errorf("send batch to %s/%d: %w: stripe %s is still being written to %s/%d",
+			a.topic.Name, part, ErrBusy, b.id, a.topic.Name, st.partition)
+		for _, cb := range b.cbs {
+			cb(SendResult{Partition: part, Stripe: b.id, Err: err})
+		}
+	case st.b != nil:
+		st.b.cbs = append(st.b.cbs, b.cbs...)
+	default:
+		for _, cb := range b.cbs {
+			cb(SendResult{Partition: part, Pos: core.Position{Offset: st.committed}, Stripe: b.id})
+		}
+	}
 }
 
 // startReappend encodes the re-append mode's stripe (its given id and
@@ -385,17 +480,24 @@ func (a *producerActor) release(ctx actor.Context, part int, st *inflight) {
 	a.startQueued(ctx, part)
 }
 
+// ack calls the callbacks of a committed stripe: record i's with Index i,
+// a whole batch's one with Index 0 (its first record).
 func (a *producerActor) ack(st *inflight, e core.Ack) {
-	a.m.Acked(len(st.b.cbs), time.Since(st.b.opened))
+	st.committed = e.Offset
+	a.m.Acked(st.b.records(), time.Since(st.b.opened))
 	for i, cb := range st.b.cbs {
-		cb(SendResult{Partition: st.partition, Pos: core.Position{Offset: e.Offset, Index: uint32(i)}, Stripe: e.ID})
+		pos := core.Position{Offset: e.Offset}
+		if !st.b.whole {
+			pos.Index = uint32(i)
+		}
+		cb(SendResult{Partition: st.partition, Pos: pos, Stripe: e.ID})
 	}
 	st.b = nil
 }
 
 func (a *producerActor) finish(b *batch, r SendResult) {
 	if r.Err != nil {
-		a.m.Failed(len(b.cbs))
+		a.m.Failed(b.records())
 	}
 	for _, cb := range b.cbs {
 		cb(r)

@@ -8,11 +8,14 @@ import (
 
 // TestEncodeRecordsSameAsAppendThenEncode: EncodeRecords gives the same
 // payload and shards, byte for byte, as AppendBatch followed by Encode,
-// and BatchSize is AppendBatch's exact length.
+// and BatchSize is AppendBatch's exact length, in both batch formats.
 func TestEncodeRecordsSameAsAppendThenEncode(t *testing.T) {
 	r := rand.New(rand.NewPCG(7, 8))
 	for trial := range 200 {
 		recs := testRecords(r, 1+r.IntN(40))
+		if trial%3 == 0 { // v2
+			recs = timedRecords(r, len(recs))
+		}
 		if trial%7 == 0 { // a long value: multi-byte varints
 			recs[0].Value = bytes.Repeat([]byte{byte(trial)}, 20000+r.IntN(3000))
 		}

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 )
 
 // Limits on a micro-batch. A batch is the unit the producer encodes into one
@@ -12,13 +13,19 @@ const (
 	MaxBatchBytes   = 4 << 20 // hard cap on an encoded batch (default producer batch is 256 KiB)
 	MaxRecords      = 1 << 16 // records per batch
 	MaxHeaders      = 64      // headers per record
-	batchVersion    = 1
+	batchVersion    = 1       // no record has a Time
+	batchVersionT   = 2       // v1 plus a time per record
 	maxFieldBytes   = MaxBatchBytes
 	batchHeaderSize = 1
 )
 
-// ErrCorruptBatch is wrapped by every batch decoding error.
-var ErrCorruptBatch = errors.New("corrupt batch")
+var (
+	// ErrCorruptBatch is wrapped by every batch decoding error.
+	ErrCorruptBatch = errors.New("corrupt batch")
+	// ErrInvalidBatch is wrapped by every error of CheckBatch and
+	// AppendBatch: records that break a limit of the batch format.
+	ErrInvalidBatch = errors.New("invalid batch")
+)
 
 // Header is one record header (name, value); names may repeat.
 type Header struct {
@@ -26,37 +33,102 @@ type Header struct {
 	Value []byte
 }
 
-// Record is one message: key, value, headers.
+// Record is one message: key, value, headers, and the record's own time.
 type Record struct {
 	Key     []byte
 	Value   []byte
 	Headers []Header
+	// Time is the record's own timestamp in unix ns, set by its producer
+	// (a Kafka client's CreateTime, say); 0: none. It is not the stripe's
+	// offset, which is when the stripe was written. Never negative.
+	Time int64
 }
 
-// Size is the record's encoded size upper bound, for batch accounting.
+// Size is the record's encoded size upper bound, for batch accounting. A
+// record without a Time costs one byte more in a batch where another
+// record has one (its "no time" mark); the bound covers it, because the
+// length prefixes it counts at 5 bytes each take at most 4 within a
+// batch's limits.
 func (r *Record) Size() int {
 	n := 3*binary.MaxVarintLen32 + len(r.Key) + len(r.Value)
+	if r.Time != 0 {
+		n += binary.MaxVarintLen64
+	}
 	for _, h := range r.Headers {
 		n += 2*binary.MaxVarintLen32 + len(h.Name) + len(h.Value)
 	}
 	return n
 }
 
-// AppendBatch encodes records as one batch payload appended to dst.
-// Format v1: version byte, uvarint count, then per record uvarint-length
-// prefixed key and value, uvarint header count, and per header uvarint-length
-// prefixed name and value.
-func AppendBatch(dst []byte, recs []Record) ([]byte, error) {
-	if len(recs) == 0 || len(recs) > MaxRecords {
-		return dst, fmt.Errorf("batch of %d records: must hold 1..%d", len(recs), MaxRecords)
+// CheckRecord is CheckBatch of r alone: a record that passes it fails no
+// batch it joins, but by the batch's record count or size.
+func CheckRecord(r *Record) error { return CheckBatch([]Record{*r}) }
+
+// CheckBatch checks what AppendBatch would refuse, without encoding:
+// 1..MaxRecords records, each with at most MaxHeaders headers and a Time
+// that is not negative, and at most MaxBatchBytes encoded. Errors wrap
+// ErrInvalidBatch.
+func CheckBatch(recs []Record) error {
+	if err := checkRecords(recs); err != nil {
+		return err
 	}
+	if n := BatchSize(recs); n > MaxBatchBytes {
+		return fmt.Errorf("%w: batch of %d bytes exceeds limit %d", ErrInvalidBatch, n, MaxBatchBytes)
+	}
+	return nil
+}
+
+// checkRecords is CheckBatch but the size.
+func checkRecords(recs []Record) error {
+	if len(recs) == 0 || len(recs) > MaxRecords {
+		return fmt.Errorf("%w: batch of %d records: must hold 1..%d", ErrInvalidBatch, len(recs), MaxRecords)
+	}
+	for i := range recs {
+		if len(recs[i].Headers) > MaxHeaders {
+			return fmt.Errorf("%w: record %d has %d headers, limit %d", ErrInvalidBatch, i, len(recs[i].Headers), MaxHeaders)
+		}
+		if recs[i].Time < 0 {
+			return fmt.Errorf("%w: record %d has a negative time %d", ErrInvalidBatch, i, recs[i].Time)
+		}
+	}
+	return nil
+}
+
+// AppendBatch encodes records as one batch payload appended to dst.
+//
+// Format v1, used when no record has a Time (so every batch written
+// before v2 existed, and every batch of a producer whose records carry no
+// time, is unchanged): version byte 1, uvarint count, then per record
+// uvarint-length prefixed key and value, uvarint header count, and per
+// header uvarint-length prefixed name and value.
+//
+// Format v2, used when any record has a Time: version byte 2, uvarint
+// count, uvarint base time (the first non-zero Time of the batch), then
+// per record a uvarint time mark followed by the record exactly as in v1.
+// The mark is 0 for a record without a Time, else zigzag(Time - base) + 1
+// (the zigzag varint delta of encoding/binary.AppendVarint, plus one), so
+// a time within a millisecond of the base takes 3 bytes, within a second
+// 5. Times are never negative, so the mark fits in 64 bits.
+//
+// Errors wrap ErrInvalidBatch and leave dst as it was.
+func AppendBatch(dst []byte, recs []Record) ([]byte, error) {
+	if err := checkRecords(recs); err != nil {
+		return dst, err
+	}
+	base, timed := baseTime(recs)
 	start := len(dst)
-	dst = append(dst, batchVersion)
-	dst = binary.AppendUvarint(dst, uint64(len(recs)))
+	if timed {
+		dst = append(dst, batchVersionT)
+		dst = binary.AppendUvarint(dst, uint64(len(recs)))
+		dst = binary.AppendUvarint(dst, uint64(base))
+	} else {
+		dst = append(dst, batchVersion)
+		dst = binary.AppendUvarint(dst, uint64(len(recs)))
+	}
 	for i := range recs {
 		r := &recs[i]
-		if len(r.Headers) > MaxHeaders {
-			return dst[:start], fmt.Errorf("record %d has %d headers, limit %d", i, len(r.Headers), MaxHeaders)
+		if timed {
+			dst = binary.AppendUvarint(dst, timeMark(r.Time, base))
 		}
 		dst = appendBytes(dst, r.Key)
 		dst = appendBytes(dst, r.Value)
@@ -67,16 +139,54 @@ func AppendBatch(dst []byte, recs []Record) ([]byte, error) {
 		}
 	}
 	if len(dst)-start > MaxBatchBytes {
-		return dst[:start], fmt.Errorf("batch of %d bytes exceeds limit %d", len(dst)-start, MaxBatchBytes)
+		return dst[:start], fmt.Errorf("%w: batch of %d bytes exceeds limit %d", ErrInvalidBatch, len(dst)-start, MaxBatchBytes)
 	}
 	return dst, nil
+}
+
+// baseTime is a batch's base time, its first non-zero Time, and whether
+// it has one (then it is written as v2).
+func baseTime(recs []Record) (int64, bool) {
+	for i := range recs {
+		if recs[i].Time != 0 {
+			return recs[i].Time, true
+		}
+	}
+	return 0, false
+}
+
+// timeMark is a record's time mark in a v2 batch of base time base.
+func timeMark(t, base int64) uint64 {
+	if t == 0 {
+		return 0
+	}
+	d := t - base // both >= 0: no overflow
+	return uint64(d<<1^d>>63) + 1
+}
+
+// markTime inverts timeMark; ok is false for a mark no valid record gives.
+func markTime(mark uint64, base int64) (int64, bool) {
+	if mark == 0 {
+		return 0, true
+	}
+	z := mark - 1
+	d := int64(z>>1) ^ -int64(z&1)
+	t := base + d // base > 0, so an overflow wraps to a negative t
+	return t, t > 0
 }
 
 // BatchSize is the exact length AppendBatch gives recs (no limits checked).
 func BatchSize(recs []Record) int {
 	n := 1 + uvarintLen(uint64(len(recs)))
+	base, timed := baseTime(recs)
+	if timed {
+		n += uvarintLen(uint64(base))
+	}
 	for i := range recs {
 		r := &recs[i]
+		if timed {
+			n += uvarintLen(timeMark(r.Time, base))
+		}
 		n += bytesLen(len(r.Key)) + bytesLen(len(r.Value)) + uvarintLen(uint64(len(r.Headers)))
 		for _, h := range r.Headers {
 			n += bytesLen(len(h.Name)) + bytesLen(len(h.Value))
@@ -101,13 +211,14 @@ func appendBytes(dst, b []byte) []byte {
 	return append(dst, b...)
 }
 
-// DecodeBatch decodes a batch payload. It never panics on bad input; values
-// alias b.
+// DecodeBatch decodes a batch payload of either format (AppendBatch). It
+// never panics on bad input; values alias b.
 func DecodeBatch(b []byte) ([]Record, error) {
 	if len(b) < batchHeaderSize {
 		return nil, fmt.Errorf("%w: empty", ErrCorruptBatch)
 	}
-	if b[0] != batchVersion {
+	timed := b[0] == batchVersionT
+	if b[0] != batchVersion && !timed {
 		return nil, fmt.Errorf("%w: unknown batch version %d", ErrCorruptBatch, b[0])
 	}
 	d := decoder{b: b[1:]}
@@ -115,12 +226,21 @@ func DecodeBatch(b []byte) ([]Record, error) {
 	if d.err == nil && count == 0 {
 		d.fail("zero records")
 	}
+	var base int64
+	if timed {
+		if base = int64(d.uvarint(math.MaxInt64)); d.err == nil && base == 0 {
+			d.fail("zero base time")
+		}
+	}
 	var recs []Record
 	if d.err == nil {
 		recs = make([]Record, 0, min(count, uint64(len(d.b))))
 	}
 	for i := uint64(0); d.err == nil && i < count; i++ {
 		var r Record
+		if timed {
+			r.Time = d.time(base)
+		}
 		r.Key = d.bytes()
 		r.Value = d.bytes()
 		nh := d.uvarint(MaxHeaders)
@@ -183,4 +303,18 @@ func (d *decoder) bytes() []byte {
 		return nil
 	}
 	return v
+}
+
+// time reads a v2 record's time mark (markTime).
+func (d *decoder) time(base int64) int64 {
+	mark := d.uvarint(math.MaxUint64)
+	if d.err != nil {
+		return 0
+	}
+	t, ok := markTime(mark, base)
+	if !ok {
+		d.fail(fmt.Sprintf("time mark %d out of range of base %d", mark, base))
+		return 0
+	}
+	return t
 }

@@ -2,8 +2,10 @@ package stripe
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"testing"
 )
@@ -23,29 +25,168 @@ func testRecords(r *rand.Rand, n int) []Record {
 	return recs
 }
 
+// timedRecords is testRecords with Kafka-like times: close to a base,
+// not in order, and some records without one.
+func timedRecords(r *rand.Rand, n int) []Record {
+	recs := testRecords(r, n)
+	base := int64(1_700_000_000_000_000_000) + r.Int64N(1e15)
+	for i := range recs {
+		if i%5 != 4 {
+			recs[i].Time = base + r.Int64N(2e9) - 1e9
+		}
+	}
+	return recs
+}
+
+// sameRecords fails the test unless got and want hold the same records
+// (nil and empty fields alike).
+func sameRecords(t *testing.T, got, want []Record) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Fatalf("got %d records, want %d", len(got), len(want))
+	}
+	for i := range got {
+		g, w := &got[i], &want[i]
+		if !bytes.Equal(g.Key, w.Key) || !bytes.Equal(g.Value, w.Value) || g.Time != w.Time || len(g.Headers) != len(w.Headers) {
+			t.Fatalf("record %d differs: %+v, want %+v", i, *g, *w)
+		}
+		for j := range g.Headers {
+			if g.Headers[j].Name != w.Headers[j].Name || !bytes.Equal(g.Headers[j].Value, w.Headers[j].Value) {
+				t.Fatalf("record %d header %d differs", i, j)
+			}
+		}
+	}
+}
+
 func TestBatchRoundTrip(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
 	for n := 1; n < 50; n += 7 {
-		recs := testRecords(r, n)
+		for _, recs := range [][]Record{testRecords(r, n), timedRecords(r, n)} {
+			b, err := AppendBatch(nil, recs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, timed := baseTime(recs); timed != (b[0] == 2) {
+				t.Fatalf("version %d for a batch with times: %v", b[0], timed)
+			}
+			got, err := DecodeBatch(b)
+			if err != nil {
+				t.Fatal(err)
+			}
+			sameRecords(t, got, recs)
+		}
+	}
+	if _, err := AppendBatch(nil, nil); !errors.Is(err, ErrInvalidBatch) {
+		t.Fatalf("empty batch: %v, want %v", err, ErrInvalidBatch)
+	}
+}
+
+// TestBatchV1Unchanged: a batch without times is v1, byte for byte as
+// before v2 existed.
+func TestBatchV1Unchanged(t *testing.T) {
+	recs := []Record{{Key: []byte("k"), Value: []byte("v1"), Headers: []Header{{Name: "h", Value: []byte("x")}}}, {Value: []byte("v2")}}
+	want := []byte{1, 2, 1, 'k', 2, 'v', '1', 1, 1, 'h', 1, 'x', 0, 2, 'v', '2', 0}
+	got, err := AppendBatch(nil, recs)
+	if err != nil || !bytes.Equal(got, want) {
+		t.Fatalf("v1 batch % x, %v; want % x", got, err, want)
+	}
+}
+
+// TestBatchV2Format pins v2: base time after the count, then per record
+// a time mark (0: none, else zigzag(Time - base) + 1) before its fields.
+func TestBatchV2Format(t *testing.T) {
+	recs := []Record{{Value: []byte("a"), Time: 1000}, {Value: []byte("b")}, {Value: []byte("c"), Time: 999}, {Value: []byte("d"), Time: 1001}}
+	want := []byte{2, 4, 0xe8, 0x07, // version, count, base 1000
+		1, 0, 1, 'a', 0, // mark zigzag(0)+1
+		0, 0, 1, 'b', 0, // no time
+		2, 0, 1, 'c', 0, // zigzag(-1)+1
+		3, 0, 1, 'd', 0} // zigzag(1)+1
+	got, err := AppendBatch(nil, recs)
+	if err != nil || !bytes.Equal(got, want) {
+		t.Fatalf("v2 batch % x, %v; want % x", got, err, want)
+	}
+	if n := BatchSize(recs); n != len(want) {
+		t.Fatalf("BatchSize %d, want %d", n, len(want))
+	}
+	back, err := DecodeBatch(got)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sameRecords(t, back, recs)
+}
+
+// TestBatchTimeLimits: the extremes of Time round-trip; a negative Time
+// is refused, and marks or bases no valid batch has do not decode.
+func TestBatchTimeLimits(t *testing.T) {
+	for _, times := range [][2]int64{{1, math.MaxInt64}, {math.MaxInt64, 1}, {math.MaxInt64, 0}, {1, 1}} {
+		recs := []Record{{Time: times[0]}, {Time: times[1]}}
 		b, err := AppendBatch(nil, recs)
 		if err != nil {
 			t.Fatal(err)
 		}
 		got, err := DecodeBatch(b)
 		if err != nil {
-			t.Fatal(err)
+			t.Fatalf("times %v: %v", times, err)
 		}
-		if len(got) != len(recs) {
-			t.Fatalf("got %d records, want %d", len(got), len(recs))
+		sameRecords(t, got, recs)
+		if n := BatchSize(recs); n != len(b) {
+			t.Fatalf("times %v: BatchSize %d, encoded %d", times, n, len(b))
 		}
-		for i := range got {
-			if !bytes.Equal(got[i].Key, recs[i].Key) || !bytes.Equal(got[i].Value, recs[i].Value) || len(got[i].Headers) != len(recs[i].Headers) {
-				t.Fatalf("record %d differs", i)
+		for i := range recs {
+			if got := BatchSize(recs[i:i+1]) - 2; got > recs[i].Size() { // less the version and count, not the base
+				t.Fatalf("record %d: %d bytes, Size %d", i, got, recs[i].Size())
 			}
 		}
 	}
-	if _, err := AppendBatch(nil, nil); err == nil {
-		t.Fatal("empty batch accepted")
+	neg := []Record{{Value: []byte("x")}, {Time: -1}}
+	if _, err := AppendBatch(nil, neg); !errors.Is(err, ErrInvalidBatch) {
+		t.Fatalf("negative time: %v, want %v", err, ErrInvalidBatch)
+	}
+	if err := CheckBatch(neg); !errors.Is(err, ErrInvalidBatch) {
+		t.Fatalf("CheckBatch of a negative time: %v", err)
+	}
+	if err := CheckRecord(&neg[1]); !errors.Is(err, ErrInvalidBatch) {
+		t.Fatalf("CheckRecord of a negative time: %v", err)
+	}
+	bad := map[string][]byte{
+		"zero base":        {2, 1, 0, 1, 0, 0, 0},
+		"base over int64":  append(append([]byte{2, 1}, binary.AppendUvarint(nil, math.MaxInt64+1)...), 1, 0, 0, 0),
+		"time over int64":  append(append([]byte{2, 1, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x7f}, binary.AppendUvarint(nil, 3)...), 0, 0, 0),
+		"time not after 0": {2, 1, 1, 2, 0, 0, 0}, // base 1, delta -1
+		"truncated mark":   {2, 1, 1, 0x80},
+	}
+	for name, b := range bad {
+		if _, err := DecodeBatch(b); !errors.Is(err, ErrCorruptBatch) {
+			t.Errorf("%s: %v, want %v", name, err, ErrCorruptBatch)
+		}
+	}
+}
+
+// TestSizeBoundsRecord: Size bounds a record's share of any batch, with
+// or without a time mark, and CheckBatch refuses what AppendBatch does.
+func TestSizeBoundsRecord(t *testing.T) {
+	r := rand.New(rand.NewPCG(11, 12))
+	for range 50 {
+		recs := timedRecords(r, 1+r.IntN(30))
+		bound := 0
+		for i := range recs {
+			bound += recs[i].Size()
+		}
+		if n := BatchSize(recs); n > bound+1+binary.MaxVarintLen32+binary.MaxVarintLen64 { // version, count, base
+			t.Fatalf("batch of %d bytes, records' Size %d", n, bound)
+		}
+	}
+	many := make([]Record, MaxRecords+1)
+	if _, err := AppendBatch(nil, many); !errors.Is(err, ErrInvalidBatch) || !errors.Is(CheckBatch(many), ErrInvalidBatch) {
+		t.Fatalf("too many records: %v, %v", err, CheckBatch(many))
+	}
+	heavy := []Record{{Headers: make([]Header, MaxHeaders+1)}}
+	if _, err := AppendBatch(nil, heavy); !errors.Is(err, ErrInvalidBatch) || !errors.Is(CheckRecord(&heavy[0]), ErrInvalidBatch) {
+		t.Fatalf("too many headers: %v, %v", err, CheckRecord(&heavy[0]))
+	}
+	big := []Record{{Value: make([]byte, MaxBatchBytes)}}
+	if err := CheckRecord(&big[0]); !errors.Is(err, ErrInvalidBatch) {
+		t.Fatalf("a record over the batch limit: %v", err)
 	}
 }
 
@@ -152,9 +293,15 @@ func FuzzParseShard(f *testing.F) {
 }
 
 func FuzzDecodeBatch(f *testing.F) {
-	b, _ := AppendBatch(nil, testRecords(rand.New(rand.NewPCG(5, 6)), 5))
+	r := rand.New(rand.NewPCG(5, 6))
+	b, _ := AppendBatch(nil, testRecords(r, 5))
+	f.Add(b)
+	b, _ = AppendBatch(nil, timedRecords(r, 5)) // v2
+	f.Add(b)
+	b, _ = AppendBatch(nil, []Record{{Time: math.MaxInt64}, {Time: 1}, {}})
 	f.Add(b)
 	f.Add([]byte{1, 0})
+	f.Add([]byte{2, 1, 1, 0, 0, 0, 0})
 	f.Fuzz(func(t *testing.T, b []byte) {
 		recs, err := DecodeBatch(b)
 		if err != nil {
@@ -164,9 +311,14 @@ func FuzzDecodeBatch(f *testing.F) {
 		if err != nil {
 			t.Fatalf("decoded batch does not re-encode: %v", err)
 		}
-		if _, err := DecodeBatch(again); err != nil {
+		if n := BatchSize(recs); n != len(again) {
+			t.Fatalf("BatchSize %d, re-encoded %d bytes", n, len(again))
+		}
+		back, err := DecodeBatch(again)
+		if err != nil {
 			t.Fatalf("re-encoded batch does not decode: %v", err)
 		}
+		sameRecords(t, back, recs)
 	})
 }
 

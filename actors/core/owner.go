@@ -29,6 +29,9 @@ type OwnerConfig struct {
 	Accept    int64  // A in ns: offsets older than now-A are refused
 	Future    int64  // F in ns: offsets newer than now+F are refused
 	Birth     uint64 // the node's incarnation birth: offsets before it are "unknown" to scans
+	// Grid is the topic's offset grid (quorum.Params.Grid; 0 or 1: none).
+	// Writes off it are refused (docs/design.md#kafka-offsets).
+	Grid uint64
 }
 
 // Owner is the write-once logic of one range of slots on one node. It is
@@ -84,6 +87,9 @@ func (o *Owner) Write(now int64, off uint64, h *stripe.ShardHeader, repair bool)
 		return WriteDecision{Status: StatusBadRequest,
 			Detail: fmt.Sprintf("offset %d (shard says %d) outside owner range [%d,%d)", off, h.Offset, o.cfg.Lo, o.Hi())}
 	}
+	if d, bad := o.gridCheck(off, "write"); bad {
+		return d
+	}
 	if cur, ok := o.slots[off]; ok {
 		if cur.ID == h.ID && cur.Index == h.Index && cur.DataCRC == h.DataCRC {
 			return WriteDecision{Status: StatusOK, Barrier: true}
@@ -102,6 +108,20 @@ func (o *Owner) Write(now int64, off uint64, h *stripe.ShardHeader, repair bool)
 	}
 	o.slots[off] = SlotInfo{ID: h.ID, Index: h.Index, DataCRC: h.DataCRC}
 	return WriteDecision{Status: StatusOK, Persist: true}
+}
+
+// gridCheck refuses an offset off the topic's grid with BAD_REQUEST: a
+// stripe there would break the Kafka offset mapping (offset + record
+// index), and no write or retry could ever succeed there, so a producer
+// that ignores the grid (one older than it) fails loudly rather than
+// storing what Kafka clients could not be served.
+func (o *Owner) gridCheck(off uint64, what string) (WriteDecision, bool) {
+	if off%max(o.cfg.Grid, 1) == 0 {
+		return WriteDecision{}, false
+	}
+	return WriteDecision{Status: StatusBadRequest, Detail: fmt.Sprintf(
+		"%s at offset %d off the topic's offset grid of %d ns: offsets must be multiples of it (a producer older than the grid?)",
+		what, off, o.cfg.Grid)}, true
 }
 
 // timeCheck applies the seal, the accept window and the future bound.

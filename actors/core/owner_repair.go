@@ -54,11 +54,18 @@ func (o *Owner) Occupied(off uint64) bool {
 //   - a corrupt slot is replaced (Decision.Replace);
 //   - the same shard already there (same stripe, index and data CRC):
 //     OK, after a barrier, as for a producer's retry;
-//   - a different good shard: CONFLICT (write-once holds for repair too).
+//   - a different good shard: CONFLICT (write-once holds for repair too);
+//   - an offset off the topic's grid: BAD_REQUEST (it cannot hold a shard).
 func (o *Owner) RepairWrite(now int64, off uint64, h *stripe.ShardHeader, corrupt bool) WriteDecision {
 	if off < o.cfg.Lo || off >= o.Hi() || h.Offset != off {
 		return WriteDecision{Status: StatusBadRequest,
 			Detail: fmt.Sprintf("repair of offset %d (shard says %d) outside owner range [%d,%d)", off, h.Offset, o.cfg.Lo, o.Hi())}
+	}
+	// A rebuilt shard repeats shards its peers accepted, so it is on the
+	// grid; one that is not shows a bug, or a peer that took a write off
+	// the grid, and is refused rather than spread.
+	if d, bad := o.gridCheck(off, "repair"); bad {
+		return d
 	}
 	info := SlotInfo{ID: h.ID, Index: h.Index, DataCRC: h.DataCRC}
 	if cur, ok := o.slots[off]; ok {

@@ -1,6 +1,7 @@
 package core
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/raidq/raidq/stripe"
@@ -172,3 +173,46 @@ func TestOwnerRebuilt(t *testing.T) {
 }
 
 func ms2u(n int64) uint64 { return uint64(n * ms) }
+
+// TestOwnerGrid: on a gridded topic a write or a repair off the grid is
+// BAD_REQUEST, saying why, and takes no slot; on the grid the usual rules
+// apply; without a grid any offset is fine.
+func TestOwnerGrid(t *testing.T) {
+	const grid = 1024
+	on := (base + RangeNanos/2) &^ (grid - 1) // the middle of the range, on the grid
+	cases := []struct {
+		name   string
+		grid   uint64
+		off    uint64
+		repair bool
+		want   Status
+	}{
+		{name: "on grid", grid: grid, off: on, want: StatusOK},
+		{name: "one past the grid", grid: grid, off: on + 1, want: StatusBadRequest},
+		{name: "just below the grid", grid: grid, off: on - 1, want: StatusBadRequest},
+		{name: "repair on grid", grid: grid, off: on, repair: true, want: StatusOK},
+		{name: "repair off grid", grid: grid, off: on + grid/2, repair: true, want: StatusBadRequest},
+		{name: "no grid", grid: 0, off: on + 1, want: StatusOK},
+		{name: "grid 1 is none", grid: 1, off: on + 1, want: StatusOK},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := ownerCfg()
+			cfg.Grid = tc.grid
+			o := NewOwner(cfg, 0, nil)
+			s := encode(t, sid(0, 1), tc.off, 1)[0]
+			var d WriteDecision
+			if tc.repair {
+				d = o.RepairWrite(int64(on), tc.off, &s.ShardHeader, false)
+			} else {
+				d = o.Write(int64(on), tc.off, &s.ShardHeader, false)
+			}
+			if d.Status != tc.want {
+				t.Fatalf("status %v (%s), want %v", d.Status, d.Detail, tc.want)
+			}
+			if d.Status == StatusBadRequest && (!strings.Contains(d.Detail, "grid") || o.Occupied(tc.off)) {
+				t.Fatalf("refusal %q does not name the grid, or the slot was taken", d.Detail)
+			}
+		})
+	}
+}

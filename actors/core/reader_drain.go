@@ -188,7 +188,11 @@ func (r *Reader) emit(rw *row, g *group, from Position, late bool, out *Output) 
 	return true
 }
 
-// prune forgets stripe ids older than the dedupe horizon.
+// prune forgets stripe ids older than the dedupe horizon. It drops the
+// queue's head by reslicing and copies the rest down only once the dropped
+// part is at least as long as what is left, so a long horizon (150 s of
+// ids at a high stripe rate) costs amortized O(1) per id rather than a
+// copy of the whole queue at every drain.
 func (r *Reader) prune() {
 	cut := 0
 	for cut < len(r.seenQ) && r.seenQ[cut].off+r.cfg.DedupeHorizon < r.pos.Offset {
@@ -197,7 +201,14 @@ func (r *Reader) prune() {
 		}
 		cut++
 	}
-	if cut > 0 {
-		r.seenQ = append(r.seenQ[:0], r.seenQ[cut:]...)
+	if cut == 0 {
+		return
 	}
+	r.seenQ = r.seenQ[cut:]
+	if r.seenDropped+cut >= len(r.seenQ) {
+		r.seenQ = append(make([]seenEntry, 0, len(r.seenQ)+len(r.seenQ)/2+16), r.seenQ...)
+		r.seenDropped = 0
+		return
+	}
+	r.seenDropped += cut
 }

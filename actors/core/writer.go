@@ -30,7 +30,8 @@ type WriterConfig struct {
 	// MaxBackoff caps that backoff (default 1s).
 	MaxBackoff int64
 	// ConflictJitter: after a conflict the next offset is pushed by a
-	// random amount below this (ns).
+	// random amount below this (ns); in whole cells of the offset grid
+	// when the topic has one (conflictJitter).
 	ConflictJitter int64
 	// Nodes optionally names the ensemble positions in error messages.
 	Nodes []string
@@ -173,18 +174,33 @@ func (w *Writer) Skew() int64 {
 	return xs[len(xs)/2]
 }
 
-// nextOffset is max(now + skew correction, last + 1) + jitter. The jitter
-// goes on top of the max: when last+1 dominates (offsets running ahead of
-// the corrected clock, as after a correction downwards), producers racing
-// for one offset would otherwise all retry at last+1 and collide again.
+// nextOffset is max(now + skew correction, last + 1) + jitter, rounded up
+// to the topic's offset grid (docs/design.md#kafka-offsets), so every
+// offset the writer hands out (first attempts, retries, rewrites) is on
+// the grid, and each is above the last. The jitter goes on top of the max:
+// when last+1 dominates (offsets running ahead of the corrected clock, as
+// after a correction downwards), producers racing for one offset would
+// otherwise all retry at last+1 and collide again.
 func (w *Writer) nextOffset(now, jitter int64) uint64 {
 	off := uint64(max(now+w.Skew(), 1))
 	if off <= w.last {
 		off = w.last + 1
 	}
-	off += uint64(max(jitter, 0))
+	off = w.cfg.Params.GridUp(off + uint64(max(jitter, 0)))
 	w.last = off
 	return off
+}
+
+// conflictJitter draws the push after a conflict: below ConflictJitter,
+// in whole grid cells on a gridded topic (a push within one cell would
+// be rounded away, and the racing producers would meet again in the next
+// cell), over at least two cells so that it can still separate them.
+func (w *Writer) conflictJitter(rnd Rand) int64 {
+	if !w.cfg.Params.Gridded() {
+		return rnd.Int64N(w.cfg.ConflictJitter)
+	}
+	g := int64(w.cfg.Params.Grid)
+	return rnd.Int64N(max(w.cfg.ConflictJitter/g, 2)) * g
 }
 
 // Start begins writing a new stripe and returns its first Send.
@@ -336,7 +352,7 @@ func (w *Writer) progress(now int64, rnd Rand, st *stripeState) WriterOutput {
 	}
 	var jitter int64
 	if last.conflict && w.cfg.ConflictJitter > 0 {
-		jitter = rnd.Int64N(w.cfg.ConflictJitter)
+		jitter = w.conflictJitter(rnd)
 	}
 	if last.ahead {
 		w.rollBack(now)
@@ -351,7 +367,8 @@ func (w *Writer) progress(now int64, rnd Rand, st *stripeState) WriterOutput {
 // would pin every retry (and every later stripe) to the refused future until
 // real time caught up, and the skew learned from the refusals would be
 // useless. last stays at or above every committed offset and every other
-// attempt within the horizon, so commits keep their order.
+// attempt within the horizon, so commits keep their order; and it stays
+// on the grid, being one of those offsets (or 0).
 func (w *Writer) rollBack(now int64) {
 	horizon := uint64(max(now+w.Skew()+int64(w.cfg.Params.FutureBound), 0))
 	floor := w.committedHi

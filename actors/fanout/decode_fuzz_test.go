@@ -34,7 +34,7 @@ func FuzzParseMsg(f *testing.F) {
 	f.Fuzz(func(t *testing.T, off, idx, stripeID, key, keyEnc, b64, extra string, data []byte) {
 		m := &nats.Msg{Subject: "raidq.c.deliver.t.0", Data: data, Header: nats.Header{}}
 		for name, v := range map[string]string{HeaderOffset: off, HeaderIndex: idx, HeaderStripe: stripeID, HeaderKey: key,
-			HeaderKeyEncoding: keyEnc, HeaderBase64: b64, "X-App": extra, HeaderTooLarge: extra} {
+			HeaderKeyEncoding: keyEnc, HeaderBase64: b64, "X-App": extra, HeaderTooLarge: extra, HeaderTime: extra} {
 			if v != "" {
 				m.Header.Set(name, v)
 			}

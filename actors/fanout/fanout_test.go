@@ -408,6 +408,9 @@ func TestFanoutOneHolderAndTakeover(t *testing.T) {
 func TestEncodeParseRoundTrip(t *testing.T) {
 	for i := 0; i < 10; i++ {
 		rec := record(i)
+		if i%2 == 1 {
+			rec.Time = 1_700_000_000_123_456_789 + int64(i)
+		}
 		d := core.Delivery{Pos: core.Position{Offset: uint64(1e18) + uint64(i), Index: uint32(i)}, Stripe: stripe.ID{Producer: stripe.ProducerID{1, 2}, Seq: uint64(i)}, Record: rec}
 		m := Encode("s", d)
 		// Through the wire format and back.
@@ -419,8 +422,11 @@ func TestEncodeParseRoundTrip(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got.Pos != d.Pos || got.Stripe != d.Stripe || !bytes.Equal(got.Record.Key, rec.Key) || !bytes.Equal(got.Record.Value, rec.Value) || len(got.Record.Headers) != len(rec.Headers) {
+		if got.Pos != d.Pos || got.Stripe != d.Stripe || !bytes.Equal(got.Record.Key, rec.Key) || !bytes.Equal(got.Record.Value, rec.Value) || len(got.Record.Headers) != len(rec.Headers) || got.Record.Time != rec.Time {
 			t.Errorf("%d: %+v != %+v", i, got, d)
+		}
+		if _, set := hb.Header[HeaderTime]; set != (rec.Time != 0) {
+			t.Errorf("%d: %s set %v for a record time %d", i, HeaderTime, set, rec.Time)
 		}
 		if v := hb.Header.Values(HeaderOffset); len(v) != 1 {
 			t.Errorf("%d: a record header forged %s: %v", i, HeaderOffset, v)

@@ -22,6 +22,9 @@ import (
 //	Raidq-Offset        the stripe's offset (decimal unix ns)
 //	Raidq-Index         the record's index in the stripe (decimal)
 //	Raidq-Stripe        the stripe id, <producer hex>-<sequence>
+//	Raidq-Time          the record's own timestamp (decimal unix ns), set
+//	                    by its producer (a Kafka client's CreateTime);
+//	                    absent when it has none
 //	Raidq-Key           the key, raw when it is safe header text (valid
 //	                    UTF-8, no control characters, no leading or trailing
 //	                    blank); absent for an empty key
@@ -47,6 +50,7 @@ const (
 	HeaderOffset      = "Raidq-Offset"
 	HeaderIndex       = "Raidq-Index"
 	HeaderStripe      = "Raidq-Stripe"
+	HeaderTime        = "Raidq-Time"
 	HeaderKey         = "Raidq-Key"
 	HeaderKeyEncoding = "Raidq-Key-Encoding"
 	HeaderBase64      = "Raidq-Header-Base64"
@@ -69,6 +73,9 @@ func Encode(subject string, d core.Delivery) *nats.Msg {
 	m.Header.Set(HeaderOffset, strconv.FormatUint(d.Pos.Offset, 10))
 	m.Header.Set(HeaderIndex, strconv.FormatUint(uint64(d.Pos.Index), 10))
 	m.Header.Set(HeaderStripe, d.Stripe.String())
+	if d.Record.Time != 0 {
+		m.Header.Set(HeaderTime, strconv.FormatInt(d.Record.Time, 10))
+	}
 	if len(d.Record.Key) > 0 {
 		if headerText(d.Record.Key) {
 			m.Header.Set(HeaderKey, string(d.Record.Key))
@@ -107,6 +114,11 @@ func ParseMsg(m *nats.Msg) (Delivery, error) {
 	d.Pos.Index = uint32(idx)
 	if d.Stripe, err = ParseStripeID(m.Header.Get(HeaderStripe)); err != nil {
 		return d, err
+	}
+	if s := m.Header.Get(HeaderTime); s != "" {
+		if d.Record.Time, err = strconv.ParseInt(s, 10, 64); err != nil || d.Record.Time <= 0 {
+			return d, fmt.Errorf("%w: %s %q: want positive unix ns", ErrBadMessage, HeaderTime, s)
+		}
 	}
 	if k := m.Header.Get(HeaderKey); k != "" {
 		if m.Header.Get(HeaderKeyEncoding) == "base64" {

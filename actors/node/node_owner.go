@@ -125,7 +125,8 @@ func (a *ownerActor) load() {
 	}
 	p := a.topic.Params
 	a.core = core.NewOwner(core.OwnerConfig{Topic: a.topic.Name, Partition: a.partition, Lo: a.lo,
-		Accept: int64(p.AcceptWindow), Future: int64(p.FutureBound), Birth: a.topic.BirthFor(st.Incarnation().Birth)}, seal, slots)
+		Accept: int64(p.AcceptWindow), Future: int64(p.FutureBound), Birth: a.topic.BirthFor(st.Incarnation().Birth),
+		Grid: p.Grid}, seal, slots)
 }
 
 // write carries out core.Owner.Write: persist then reply OK, or reply now.
@@ -169,7 +170,7 @@ func (a *ownerActor) count(s core.Status) {
 		st.ClockAhead.Add(1)
 	case core.StatusBadRequest:
 		st.BadRequests.Add(1)
-		st.Mismatches.Add(1) // the request's offset disagrees with its shard's (node_guard.go)
+		st.Mismatches.Add(1) // the request's offset disagrees with its shard's (node_guard.go) or the topic's offset grid
 	}
 }
 

@@ -128,11 +128,11 @@ func newEnv(t *testing.T, o envOpts) *nodeEnv {
 	if e.subj, err = bus.NewSubjects(testCluster); err != nil {
 		t.Fatal(err)
 	}
-	e.topic = &meta.Topic{Name: testTopic, Partitions: 2, Params: quorum.Default(), Created: o.created,
+	e.topic = &meta.Topic{Name: testTopic, Partitions: 2, Params: noGrid(), Created: o.created,
 		Ensembles: [][]string{{"a", "b", testNode, "c", "d", "e"}, {"a", "b", "c", "d", testNode, "e"}}}
 	mustPut(t, e.cat, e.topic)
 	// A topic whose ensembles do not hold the node.
-	mustPut(t, e.cat, &meta.Topic{Name: "elsewhere", Partitions: 1, Params: quorum.Default(), Created: o.created,
+	mustPut(t, e.cat, &meta.Topic{Name: "elsewhere", Partitions: 1, Params: noGrid(), Created: o.created,
 		Ensembles: [][]string{{"a", "b", "c", "d", "e", "f"}}})
 	e.cfg = Config{ID: testNode, Cluster: testCluster, Store: e.store, Conn: e.nodeNC, Catalog: e.cat,
 		Logger: e.log, Now: e.clock.Now, OwnerIdle: o.ownerIdle, MaxPending: o.maxPending, Repair: RepairConfig{Disabled: true}}
@@ -161,6 +161,14 @@ func (e *nodeEnv) start() {
 		defer cancel()
 		_ = n.Stop(ctx)
 	})
+}
+
+// noGrid is the default topic without an offset grid: these tests pick
+// their offsets by hand (node_owner_grid_test.go tests the grid).
+func noGrid() quorum.Params {
+	p := quorum.Default()
+	p.Grid = 0
+	return p
 }
 
 func mustPut(t *testing.T, c *meta.StaticCatalog, tp *meta.Topic) {

@@ -23,7 +23,6 @@ import (
 	"github.com/raidq/raidq/scenarios/testkit"
 	"github.com/raidq/raidq/slotstore"
 	"github.com/raidq/raidq/stripe"
-	"github.com/raidq/raidq/stripe/quorum"
 )
 
 // repairCluster is six in-process nodes, each on its own LevelDB in a
@@ -160,7 +159,7 @@ func (c *repairCluster) createTopic(name string, partitions int) *meta.Topic {
 	if err != nil {
 		c.t.Fatal(err)
 	}
-	tp := &meta.Topic{Name: name, Partitions: partitions, Params: quorum.Default(), Ensembles: ens, Created: uint64(time.Now().UnixNano())}
+	tp := &meta.Topic{Name: name, Partitions: partitions, Params: noGrid(), Ensembles: ens, Created: uint64(time.Now().UnixNano())}
 	mustPut(c.t, c.cat, tp)
 	return tp
 }

@@ -77,8 +77,21 @@ func TestTopicsAndCatalog(t *testing.T) {
 	if _, err := s.CreateTopic(ctx, bad, now); !errors.Is(err, quorum.ErrInvalidParams) {
 		t.Fatalf("W=3 accepted: %v", err)
 	}
+	bad = spec
+	bad.Name, bad.Params.Grid = "bad", 1000
+	if _, err := s.CreateTopic(ctx, bad, now); !errors.Is(err, quorum.ErrInvalidParams) {
+		t.Fatalf("grid 1000 accepted: %v", err)
+	}
+	plain := spec
+	plain.Name, plain.Params.Grid = "plain", 0
+	if r, err := s.CreateTopic(ctx, plain, now); err != nil || r.Grid != 0 {
+		t.Fatalf("topic without grid: grid %d, %v", r.Grid, err)
+	}
+	if err := s.DeleteTopic(ctx, "plain"); err != nil {
+		t.Fatal(err)
+	}
 	got, err := s.Topic(ctx, "orders")
-	if err != nil || got.Partitions != 3 || len(got.Ensembles[0]) != 6 || got.Params() != quorum.Default() {
+	if err != nil || got.Partitions != 3 || len(got.Ensembles[0]) != 6 || got.Params() != quorum.Default() || got.Grid != quorum.DefaultGrid {
 		t.Fatalf("describe: %+v %v", got, err)
 	}
 	if r.Created != got.Created {
@@ -194,6 +207,7 @@ func TestDecodeRejectsBadRecords(t *testing.T) {
 
 func FuzzDecodeTopic(f *testing.F) {
 	f.Add([]byte(`{"name":"x","partitions":1,"n":6,"k":4,"w":4,"read_delay":"1s","accept_window":"250ms","future_bound":"250ms","max_skew":"250ms","ensembles":[["a","b","c","d","e","f"]]}`))
+	f.Add(gridRecord(`,"grid":1024`))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		r, err := DecodeTopic(b)
 		if err == nil {

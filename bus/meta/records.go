@@ -63,12 +63,19 @@ type TopicRecord struct {
 	RetentionBytes int64      `json:"retention_bytes,omitempty"`
 	Ensembles      [][]string `json:"ensembles"`
 	Created        uint64     `json:"created"`
+
+	// Grid is the offset grid in ns (docs/design.md#kafka-offsets): a
+	// power of two up to quorum.MaxGrid, or 0. Records written before
+	// the grid existed have no field and decode to 0 (no grid); it is
+	// never changed after creation.
+	Grid uint64 `json:"grid,omitempty"`
 }
 
 // Params returns the topic's quorum parameters.
 func (r *TopicRecord) Params() quorum.Params {
 	return quorum.Params{N: r.N, K: r.K, W: r.W, ReadDelay: time.Duration(r.ReadDelay),
-		AcceptWindow: time.Duration(r.AcceptWindow), FutureBound: time.Duration(r.FutureBound), MaxSkew: time.Duration(r.MaxSkew)}
+		AcceptWindow: time.Duration(r.AcceptWindow), FutureBound: time.Duration(r.FutureBound), MaxSkew: time.Duration(r.MaxSkew),
+		Grid: r.Grid}
 }
 
 // Topic converts the record to the catalog's form.

@@ -284,7 +284,7 @@ func (s *Store) CreateTopic(ctx context.Context, spec TopicSpec, now time.Time) 
 	r := TopicRecord{Name: spec.Name, Partitions: spec.Partitions, N: p.N, K: p.K, W: p.W,
 		ReadDelay: Duration(p.ReadDelay), AcceptWindow: Duration(p.AcceptWindow), FutureBound: Duration(p.FutureBound),
 		MaxSkew: Duration(p.MaxSkew), Retention: Duration(spec.Retention), RetentionBytes: spec.RetentionBytes,
-		Ensembles: ens, Created: uint64(now.UnixNano())}
+		Grid: p.Grid, Ensembles: ens, Created: uint64(now.UnixNano())}
 	if err := r.Validate(); err != nil {
 		return r, err
 	}

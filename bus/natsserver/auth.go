@@ -27,6 +27,12 @@ import (
 //	          buckets, $SRV (its micro service), replies to requests
 //	admin     create and delete topics (the topic.* keys of the metadata
 //	          bucket), read the metadata, ask the nodes' status
+//	gateway   a Kafka gateway's own identity (`raidq kafka`): every
+//	          topic's write, scan and in-doubt subjects and deliver
+//	          subscriptions, topic records (for its Kafka admins), its
+//	          gateway.* records and the kgroup.> Kafka group records,
+//	          read the metadata. The gateway is trusted to enforce its
+//	          Kafka users' roles itself (actors/kafka/auth.go).
 //	producer  for topics [A, ...]: write requests (raidq.<c>.slot.*.<A>.*),
 //	          read the metadata
 //	consumer  for topics [A, ...]: scan requests (raidq.<c>.scan.*.<A>.*),
@@ -56,7 +62,11 @@ const (
 	RoleAdmin    = "admin"
 	RoleProducer = "producer"
 	RoleConsumer = "consumer"
+	RoleGateway  = "gateway"
 )
+
+// roleNames are the roles in the order of messages and summaries.
+var roleNames = []string{RoleNode, RoleAdmin, RoleGateway, RoleProducer, RoleConsumer}
 
 // ErrBadAuthConfig is wrapped by every auth file error.
 var ErrBadAuthConfig = errors.New("bad auth config")
@@ -76,7 +86,7 @@ type AuthUser struct {
 	User     string   `json:"user,omitempty"`
 	Password string   `json:"password,omitempty"` // plain, or a bcrypt hash ("$2a$..."; `raidq security passwd`)
 	NKey     string   `json:"nkey,omitempty"`
-	Roles    []string `json:"roles,omitempty"`    // "node", "admin"
+	Roles    []string `json:"roles,omitempty"`    // "node", "admin", "gateway"
 	Producer []string `json:"producer,omitempty"` // topics it may write ("*": all)
 	Consumer []string `json:"consumer,omitempty"` // topics it may read ("*": all)
 	Groups   []string `json:"groups,omitempty"`   // consumer groups it may commit in (default: any)
@@ -96,7 +106,7 @@ func (u AuthUser) Identity() string {
 	return u.User
 }
 
-// Has reports whether u has role (node, admin; producer and consumer when
+// Has reports whether u has role (node, admin, gateway; producer and consumer when
 // u lists topics for them).
 func (u AuthUser) Has(role string) bool {
 	switch role {
@@ -138,6 +148,7 @@ func LoadAuthFile(path string) (*AuthConfig, error) {
 //	users: [
 //	  {user: node, password: "$2a$11$...", roles: [node]}
 //	  {user: ops, password: "...", roles: [admin]}
+//	  {user: gw1, password: "...", roles: [gateway]}
 //	  {user: shop, password: "...", producer: [orders]}
 //	  {nkey: UDXU4RCSJNZOIQHZNWXHXORDPRTGNJAHAHFRGZNEEJCPQTT2M7NLCNF4, consumer: [orders], groups: [billing]}
 //	]
@@ -349,15 +360,15 @@ func (u AuthUser) Validate() error {
 	}
 	for _, r := range u.Roles {
 		switch r {
-		case RoleNode, RoleAdmin:
+		case RoleNode, RoleAdmin, RoleGateway:
 		case RoleProducer, RoleConsumer:
 			return fmt.Errorf("%s: role %q takes its topics as %s: [topic, ...]", u.Identity(), r, r)
 		default:
-			return fmt.Errorf("%s: unknown role %q (roles: node, admin; producer: [topics]; consumer: [topics])", u.Identity(), r)
+			return fmt.Errorf("%s: unknown role %q (roles: node, admin, gateway; producer: [topics]; consumer: [topics])", u.Identity(), r)
 		}
 	}
 	if len(u.Roles) == 0 && len(u.Producer) == 0 && len(u.Consumer) == 0 {
-		return fmt.Errorf("%s: no role (roles: [node] or [admin], producer: [topics], consumer: [topics])", u.Identity())
+		return fmt.Errorf("%s: no role (roles: [node], [admin] or [gateway], producer: [topics], consumer: [topics])", u.Identity())
 	}
 	for _, l := range []struct {
 		kind string
@@ -399,6 +410,10 @@ func (u AuthUser) Permissions(cluster string) (*server.Permissions, error) {
 			"$SRV.PING", "$SRV.PING.>", "$SRV.INFO", "$SRV.INFO.>", "$SRV.STATS", "$SRV.STATS.>",
 			s.StatusAny())
 	}
+	if u.Has(RoleGateway) {
+		gp, gs := gatewayPermissions(s)
+		pub, sub = append(pub, gp...), append(sub, gs...)
+	}
 	for _, t := range u.Producer {
 		pub = append(pub, s.SlotAnyNode(t))
 	}
@@ -437,6 +452,22 @@ func NodePermissions(s bus.Subjects) *server.Permissions {
 		Subscribe: &server.SubjectPermission{Allow: []string{all, "$SRV.>", "_INBOX.>"}},
 		Response:  &server.ResponsePermission{MaxMsgs: 1},
 	}
+}
+
+// gatewayPermissions are what a Kafka gateway adds to every user's
+// (its inbox, reading both buckets): a producer's and a consumer's
+// subjects for every topic ("*", as in the topic lists) minus the native
+// group keys, which it only reads (it refuses a Kafka group name a native
+// group uses); the topic records, written for its Kafka admin users as
+// the admin role does; its registration records (gateway.<id> of the meta
+// bucket, any id: gateways are trusted alike) and the Kafka group records
+// (kgroup.> of the groups bucket). It gets no member, lease or native
+// group keys, no heartbeats, no status or $SRV, and answers no requests.
+func gatewayPermissions(s bus.Subjects) (pub, sub []string) {
+	meta, groups := "$KV."+metaBucketName(s.Cluster()), "$KV."+groupsBucketName(s.Cluster())
+	pub = []string{meta + ".topic.>", meta + ".gateway.*", groups + ".kgroup.>",
+		s.SlotAnyNode("*"), s.ScanAnyNode("*"), s.InDoubtTopic("*")}
+	return pub, []string{s.DeliverTopic("*")}
 }
 
 // kvRead is what reading a KV bucket takes: binding it, getting keys
@@ -488,18 +519,19 @@ func (a *AuthConfig) ServerUsers(cluster string) ([]*server.User, []*server.Nkey
 	return users, nk, nil
 }
 
-// Summary counts the users of each role, for logs: "3 users (node 1, admin 1, producer 1, consumer 1)".
+// Summary counts the users of each role, for logs: "3 users (node 1,
+// admin 1, gateway 0, producer 1, consumer 1)".
 func (a *AuthConfig) Summary() string {
 	count := map[string]int{}
 	for _, u := range a.Users {
-		for _, r := range []string{RoleNode, RoleAdmin, RoleProducer, RoleConsumer} {
+		for _, r := range roleNames {
 			if u.Has(r) {
 				count[r]++
 			}
 		}
 	}
 	var parts []string
-	for _, r := range []string{RoleNode, RoleAdmin, RoleProducer, RoleConsumer} {
+	for _, r := range roleNames {
 		parts = append(parts, fmt.Sprintf("%s %d", r, count[r]))
 	}
 	routes := "routes by mutual TLS"

@@ -13,12 +13,13 @@ import (
 )
 
 const sampleAuth = `
-# the four roles
+# the five roles
 users: [
   {user: node, password: "$2a$11$W2zko751KUvVy59mUTWmpOdWZpqAlmwBzdX2XpUJP7jhlW1bH0i9y", roles: [node]}
   {user: ops, password: opspw, roles: [admin]}
   {user: shop, password: shoppw, producer: [orders, payments]}
   {nkey: UDXU4RCSJNZOIQHZNWXHXORDPRTGNJAHAHFRGZNEEJCPQTT2M7NLCNF4, consumer: [orders], groups: [billing]}
+  {user: gw1, password: gwpw, roles: [gateway]}
 ]
 routes: {user: route, password: routepw}
 `
@@ -28,10 +29,11 @@ func TestParseAuthConfig(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(a.Users) != 4 || a.Routes == nil || a.Routes.User != "route" {
+	if len(a.Users) != 5 || a.Routes == nil || a.Routes.User != "route" {
 		t.Fatalf("parsed %+v", a)
 	}
-	if !a.Users[0].Has(RoleNode) || !a.Users[1].Has(RoleAdmin) || !a.Users[2].Has(RoleProducer) || !a.Users[3].Has(RoleConsumer) {
+	if !a.Users[0].Has(RoleNode) || !a.Users[1].Has(RoleAdmin) || !a.Users[2].Has(RoleProducer) || !a.Users[3].Has(RoleConsumer) ||
+		!a.Users[4].Has(RoleGateway) {
 		t.Fatalf("roles: %+v", a.Users)
 	}
 	if a.Users[0].Password[:4] != "$2a$" {
@@ -42,7 +44,7 @@ func TestParseAuthConfig(t *testing.T) {
 	if a, err := ParseAuthConfig([]byte(j)); err != nil || a.Users[0].Producer[0] != "orders" {
 		t.Fatalf("JSON: %+v %v", a, err)
 	}
-	if !strings.Contains(a.Summary(), "4 users (node 1, admin 1, producer 1, consumer 1), route user route") {
+	if !strings.Contains(a.Summary(), "5 users (node 1, admin 1, gateway 1, producer 1, consumer 1), route user route") {
 		t.Errorf("summary %q", a.Summary())
 	}
 }
@@ -53,6 +55,8 @@ func TestParseAuthConfigErrors(t *testing.T) {
 		{`users: []`, "empty"},
 		{`users: {a: 1}`, "want a list"},
 		{`users: [{user: a, password: b, roles: [root]}]`, `unknown role "root"`},
+		{`users: [{user: a, password: b, roles: [gateway, gw]}]`, `unknown role "gw" (roles: node, admin, gateway;`},
+		{`users: [{user: a, password: b, roles: [gateway], groups: [g]}]`, "groups without consumer"},
 		{`users: [{user: a, password: b, roles: [producer]}]`, "producer: [topic"},
 		{`users: [{user: a, password: b}]`, "no role"},
 		{`users: [{user: a, roles: [admin]}]`, "password is required"},
@@ -147,8 +151,20 @@ func TestRolePermissions(t *testing.T) {
 	has(pub, "raidq.prod.scan.*.orders.*", "raidq.prod.indoubt.orders.*", "$KV.raidq_prod_groups.g.billing.orders.>")
 	hasNot(pub, "raidq.prod.slot", "$KV.raidq_prod_meta", "$KV.raidq_prod_groups.lease", "$KV.raidq_prod_groups.g.*")
 	has(sub, "raidq.prod.deliver.orders.>", "_INBOX_"+nk+".>")
+	pub, sub = perms(4) // gateway
+	has(pub, "raidq.prod.slot.*.*.*", "raidq.prod.scan.*.*.*", "raidq.prod.indoubt.*.*",
+		"$KV.raidq_prod_meta.topic.>", "$KV.raidq_prod_meta.gateway.*", "$KV.raidq_prod_groups.kgroup.>",
+		"$JS.API.STREAM.INFO.KV_raidq_prod_meta", "$JS.API.STREAM.MSG.GET.KV_raidq_prod_groups")
+	hasNot(pub, "$KV.raidq_prod_meta.member", "$KV.raidq_prod_meta.>", "$KV.raidq_prod_groups.g.", "$KV.raidq_prod_groups.lease",
+		"raidq.prod.hb", "raidq.prod.status", "raidq.prod.deliver", "raidq.prod.>", "$SRV", "_INBOX",
+		"$JS.API.STREAM.CREATE", "$JS.API.STREAM.UPDATE", "$JS.API.STREAM.DELETE", "$JS.API.STREAM.PURGE")
+	has(sub, "raidq.prod.deliver.*.>", "_INBOX_gw1.>")
+	hasNot(sub, "raidq.prod.slot", "raidq.prod.scan", "raidq.prod.hb", "raidq.prod.>", "_INBOX.", "$")
+	if p, _ := a.Users[4].Permissions("prod"); p.Response != nil {
+		t.Error("a gateway answers no requests: no allow_responses")
+	}
 	users, nkeys, err := a.ServerUsers("prod")
-	if err != nil || len(users) != 3 || len(nkeys) != 1 {
+	if err != nil || len(users) != 4 || len(nkeys) != 1 {
 		t.Fatalf("server users: %d, nkeys %d, %v", len(users), len(nkeys), err)
 	}
 }

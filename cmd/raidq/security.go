@@ -285,7 +285,8 @@ func natsConfigCmd() *cobra.Command {
 gives their roles in --cluster, as an authorization block in NATS config
 syntax (--json: the permissions as JSON). Use it to see exactly what each
 role may publish and subscribe to, or to configure a NATS system you run
-yourself (raidq node --nats): add a user with role node for the nodes.`,
+yourself (raidq node --nats): add a user with role node for the nodes, and
+one with role gateway for standalone Kafka gateways (raidq kafka --user).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if authFile == "" {

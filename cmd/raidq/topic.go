@@ -52,8 +52,8 @@ func topicCreateCmd() *cobra.Command {
 				return err
 			}
 			r := topicRecord(info)
-			fmt.Fprintf(cmd.OutOrStdout(), "created topic %s: %d partitions, %d+%d shards, commit at %d of %d, read delay %v\n",
-				r.Name, r.Partitions, r.K, r.N-r.K, r.W, r.N, time.Duration(r.ReadDelay))
+			fmt.Fprintf(cmd.OutOrStdout(), "created topic %s: %d partitions, %d+%d shards, commit at %d of %d, read delay %v, offset grid %s\n",
+				r.Name, r.Partitions, r.K, r.N-r.K, r.W, r.N, time.Duration(r.ReadDelay), grid(r))
 			return nil
 		},
 	}
@@ -69,6 +69,9 @@ func topicCreateCmd() *cobra.Command {
 	f.DurationVar(&tc.Params.MaxSkew, "max-skew", d.MaxSkew, "clock skew budgeted for (D >= A + skew)")
 	f.DurationVar(&tc.Retention, "retention", 0, "drop data older than this (0: keep)")
 	f.Int64Var(&tc.RetentionBytes, "retention-bytes", 0, "drop the oldest data beyond this many bytes per partition per node (0: no limit)")
+	f.Uint64Var(&tc.Params.Grid, "offset-grid", d.Grid, "offset grid in ns, a power of two: stripe offsets are multiples of it and "+
+		"a stripe holds at most this many records, so offset + record index is the Kafka offset (0: none; Kafka clients are not served). "+
+		"Fixed at creation")
 	return cmd
 }
 
@@ -99,10 +102,10 @@ func topicListCmd() *cobra.Command {
 				return json.NewEncoder(cmd.OutOrStdout()).Encode(ts)
 			}
 			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 0, 2, ' ', 0)
-			fmt.Fprintln(tw, "TOPIC\tPARTITIONS\tSHARDS\tACKS\tREAD DELAY\tRETENTION\tCREATED")
+			fmt.Fprintln(tw, "TOPIC\tPARTITIONS\tSHARDS\tACKS\tREAD DELAY\tOFFSET GRID\tRETENTION\tCREATED")
 			for _, t := range ts {
-				fmt.Fprintf(tw, "%s\t%d\t%d+%d\t%d/%d\t%v\t%s\t%s\n", t.Name, t.Partitions, t.K, t.N-t.K, t.W, t.N,
-					time.Duration(t.ReadDelay), retention(t), time.Unix(0, int64(t.Created)).UTC().Format(time.RFC3339))
+				fmt.Fprintf(tw, "%s\t%d\t%d+%d\t%d/%d\t%v\t%s\t%s\t%s\n", t.Name, t.Partitions, t.K, t.N-t.K, t.W, t.N,
+					time.Duration(t.ReadDelay), grid(t), retention(t), time.Unix(0, int64(t.Created)).UTC().Format(time.RFC3339))
 			}
 			return tw.Flush()
 		},
@@ -124,6 +127,14 @@ func retention(t meta.TopicRecord) string {
 		return "forever"
 	}
 	return strings.Join(parts, ", ")
+}
+
+// grid shows a topic's offset grid (docs/design.md#kafka-offsets).
+func grid(t meta.TopicRecord) string {
+	if !t.Params().Gridded() {
+		return "none"
+	}
+	return fmt.Sprintf("%d ns", t.Grid)
 }
 
 func topicDescribeCmd() *cobra.Command {
@@ -161,9 +172,10 @@ func topicDescribeCmd() *cobra.Command {
 func describe(w io.Writer, t meta.TopicRecord) {
 	fmt.Fprintf(w, "topic %s\n  partitions     %d\n  shards         %d data + %d parity (n=%d)\n  write quorum   %d of %d\n",
 		t.Name, t.Partitions, t.K, t.N-t.K, t.N, t.W, t.N)
-	fmt.Fprintf(w, "  read delay     %v\n  accept window  %v\n  future bound   %v\n  max skew       %v\n  retention      %s\n  created        %s\n",
-		time.Duration(t.ReadDelay), time.Duration(t.AcceptWindow), time.Duration(t.FutureBound), time.Duration(t.MaxSkew),
-		retention(t), time.Unix(0, int64(t.Created)).UTC().Format(time.RFC3339Nano))
+	fmt.Fprintf(w, "  read delay     %v\n  accept window  %v\n  future bound   %v\n  max skew       %v\n",
+		time.Duration(t.ReadDelay), time.Duration(t.AcceptWindow), time.Duration(t.FutureBound), time.Duration(t.MaxSkew))
+	fmt.Fprintf(w, "  offset grid    %s\n  retention      %s\n  created        %s\n",
+		grid(t), retention(t), time.Unix(0, int64(t.Created)).UTC().Format(time.RFC3339Nano))
 	for p, e := range t.Ensembles {
 		fmt.Fprintf(w, "  partition %-4d %s\n", p, strings.Join(e, " "))
 	}
@@ -202,5 +214,5 @@ func topicRecord(t raidq.TopicInfo) meta.TopicRecord {
 		ReadDelay: meta.Duration(p.ReadDelay), AcceptWindow: meta.Duration(p.AcceptWindow),
 		FutureBound: meta.Duration(p.FutureBound), MaxSkew: meta.Duration(p.MaxSkew),
 		Retention: meta.Duration(t.Retention), RetentionBytes: t.RetentionBytes, Ensembles: t.Ensembles,
-		Created: uint64(t.Created.UnixNano())}
+		Created: uint64(t.Created.UnixNano()), Grid: p.Grid}
 }

@@ -24,6 +24,7 @@ func (s *sim) check() {
 	s.checkAckedDurable()
 	s.checkRepaired()
 	s.checkSettled()
+	s.checkGrid() // grid.go
 	s.checkLease()
 	s.checkGroup()
 	s.res.KVCalls, s.res.KVFailed = s.kv.calls, s.kv.failed

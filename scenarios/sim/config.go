@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/raidq/raidq/actors/core"
+	"github.com/raidq/raidq/stripe/quorum"
 )
 
 // Config is one simulated scenario. The zero value of every fault knob
@@ -89,6 +90,10 @@ type Config struct {
 	// RepairEvery > 0 runs every node's repair loop (repair.go) with a
 	// pass this often, and the in-doubt re-append (reappend.go).
 	RepairEvery time.Duration
+
+	// Grid is the topic's offset grid in ns (quorum.Params.Grid, grid.go):
+	// quorum.DefaultGrid in DefaultConfig; 0 is a topic without one.
+	Grid uint64
 
 	inject bugs // deliberate bugs in the simulated actors (tests only)
 }
@@ -221,6 +226,9 @@ type bugs struct {
 	// Wipes (wipe.go): the new incarnation's birth from its own clock
 	// (core.BirthInput.Own alone), not from cluster time.
 	birthOwnClock bool
+	// Grid (grid.go): producers write as if the topic had no offset grid
+	// (a producer older than it); the owners refuse them.
+	ignoreGrid bool
 }
 
 // DefaultConfig is a small healthy cluster with every fault at its bound.
@@ -229,7 +237,7 @@ func DefaultConfig(seed uint64) Config {
 		StripeEvery: 10 * time.Millisecond, Crashes: 2, MaxCrash: 900 * time.Millisecond,
 		DropRate: 0.01, DupRate: 0.01, SlowNodes: 1, PersistDelay: 3 * time.Millisecond,
 		ProducerSkew: 200 * time.Millisecond, NodeSkew: 20 * time.Millisecond, ReaderSkew: 50 * time.Millisecond,
-		ReaderRestarts: 1, ExpectNoFailures: true}
+		ReaderRestarts: 1, ExpectNoFailures: true, Grid: quorum.DefaultGrid}
 }
 
 func (c Config) String() string {
@@ -273,6 +281,9 @@ func (c Config) String() string {
 	}
 	if c.RepairEvery > 0 {
 		s += fmt.Sprintf(" repair-every=%v", c.RepairEvery)
+	}
+	if c.Grid > 1 {
+		s += fmt.Sprintf(" grid=%d", c.Grid)
 	}
 	return s
 }

@@ -53,7 +53,8 @@ func (n *node) owner(lo uint64) *core.Owner {
 		return o
 	}
 	p := n.s.params
-	cfg := core.OwnerConfig{Topic: "sim", Lo: lo, Accept: int64(p.AcceptWindow), Future: int64(p.FutureBound), Birth: n.birth}
+	cfg := core.OwnerConfig{Topic: "sim", Lo: lo, Accept: int64(p.AcceptWindow), Future: int64(p.FutureBound), Birth: n.birth,
+		Grid: p.Grid}
 	if n.s.cfg.inject.openWindow {
 		cfg.Accept = int64(time.Hour)
 	}

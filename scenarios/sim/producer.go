@@ -24,7 +24,11 @@ type producer struct {
 }
 
 func newProducer(s *sim, id int, skew int64) *producer {
-	p := &producer{s: s, id: id, skew: skew, w: core.NewWriter(core.DefaultWriterConfig(s.params)), shards: map[stripe.ID][]stripe.Shard{}}
+	params := s.params
+	if s.cfg.inject.ignoreGrid {
+		params.Grid = 0
+	}
+	p := &producer{s: s, id: id, skew: skew, w: core.NewWriter(core.DefaultWriterConfig(params)), shards: map[stripe.ID][]stripe.Shard{}}
 	p.pid[0] = byte(id + 1)
 	p.pid[15] = 0x5a
 	return p

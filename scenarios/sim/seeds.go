@@ -15,9 +15,10 @@ import (
 // keep their values for a seed; each of the Hard kinds in DefaultHard is
 // added for about one seed in six; withMeta adds consumer groups, the
 // fan-out lease, KV faults and wipes from a stream of its own, and
-// withRepair the nodes' repair loop (repair.go) from another.
+// withRepair the nodes' repair loop (repair.go) from another, and withGrid
+// takes the offset grid away for about one seed in three (grid.go).
 func SeedConfig(seed uint64) Config {
-	return withRepair(withMeta(withHard(baseConfig(seed), seed, DefaultHard, 6), seed), seed)
+	return withGrid(withRepair(withMeta(withHard(baseConfig(seed), seed, DefaultHard, 6), seed), seed), seed)
 }
 
 // HardSeedConfig is the scenario of SeedConfig without its hard kinds,

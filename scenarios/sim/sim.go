@@ -72,7 +72,7 @@ func Run(cfg Config) Result {
 
 func newSim(cfg Config) *sim {
 	p := quorum.Default()
-	p.N, p.K, p.W = cfg.Nodes, cfg.K, cfg.W
+	p.N, p.K, p.W, p.Grid = cfg.Nodes, cfg.K, cfg.W, cfg.Grid
 	s := &sim{cfg: cfg, params: p, rnd: rand.New(rand.NewPCG(cfg.Seed, 0x7a1d)), now: epoch0, truth: newTruth()}
 	s.kv = newKV(s)
 	s.log.s = s
