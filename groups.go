@@ -63,6 +63,10 @@ const revokeGrace = 3 * time.Second
 // commit did not happen and the partition's reader is stopped here.
 var ErrFenced = meta.ErrFenced
 
+// ErrKafkaGroup: the group name is a Kafka consumer group's (one the
+// Kafka gateway coordinates). Native and Kafka groups never share a name.
+var ErrKafkaGroup = errors.New("the name belongs to a Kafka consumer group")
+
 // ErrSeeked: Commit of a message delivered before a Seek of its partition;
 // nothing is committed.
 var ErrSeeked = errors.New("message was delivered before the last Seek")
@@ -153,6 +157,9 @@ func (c *Client) groupConsumer(t *meta.Topic, opts consumerConfig) (*Consumer, e
 			3*GroupInterval, meta.MaxSession)
 	}
 	store := c.meta
+	if err := kafkaNameFree(c, store, opts.Group); err != nil {
+		return nil, err
+	}
 	g := &groupState{store: store, group: opts.Group, member: opts.Member, from: opts.From, auto: opts.AutoCommit,
 		session: opts.SessionTimeout, epoch: time.Now(), parts: make(map[int]*groupPart), releases: make(map[int]*groupPart),
 		quit: make(chan struct{}), done: make(chan struct{}), resume: make(chan struct{}), handCh: make(chan struct{})}
@@ -176,6 +183,24 @@ func (c *Client) groupConsumer(t *meta.Topic, opts consumerConfig) (*Consumer, e
 	g.armPause(time.Now()) // a session starts at the join either way
 	go g.run()
 	return cons, nil
+}
+
+// kafkaNameFree refuses a group name a Kafka group holds. A check that
+// cannot be made (a metadata stall) lets the member start, as its first
+// heartbeat does.
+func kafkaNameFree(c *Client, store *meta.Store, group string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), GroupInterval*3)
+	defer cancel()
+	taken, err := store.KafkaGroupExists(ctx, group)
+	switch {
+	case taken:
+		return fmt.Errorf("consumer group %q: %w", group, ErrKafkaGroup)
+	case err != nil && refused(err):
+		return fmt.Errorf("consumer group %q: join: %w", group, err)
+	case err != nil:
+		c.logger.Warn("consumer group: could not check the name against Kafka groups; starting", "group", group, "err", err)
+	}
+	return nil
 }
 
 // refused: the cluster said no (permissions), as opposed to not answering.

@@ -366,6 +366,25 @@ func TestGroupOptionErrors(t *testing.T) {
 	}
 }
 
+// TestGroupRefusesKafkaGroupName: a name a Kafka group holds (the Kafka
+// gateway's record) cannot be a native group's.
+func TestGroupRefusesKafkaGroupName(t *testing.T) {
+	lc, _ := groupCluster(t, 1)
+	c := connect(t, lc)
+	kg := meta.KafkaGroup{Name: "kafka-app", State: "Empty"}
+	if _, err := lc.Meta().PutKafkaGroup(context.Background(), &kg, 0); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Consumer("orders", raidq.WithGroup("kafka-app")); !errors.Is(err, raidq.ErrKafkaGroup) {
+		t.Fatalf("joining a Kafka group's name: %v", err)
+	}
+	cons, err := c.Consumer("orders", raidq.WithGroup("native-app"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = cons.Close()
+}
+
 // TestGroupStartTogetherNoDuplicates: two members that start together
 // share the partitions with revoke before assign, so without any fault no
 // record is delivered twice and none is missed. They read the way the CLI

@@ -73,6 +73,7 @@ type readerActor struct {
 	busy     bool // a scan or a sink call is under way
 	sinkCh   chan []core.Delivery
 	sinkQuit chan struct{}
+	sinking  uint64 // the frontier of the deliveries the sink is taking
 	stalled  time.Time
 	sched    *scheduler.TimerScheduler
 	m        *metrics.Reader // nil: no metrics
@@ -85,6 +86,9 @@ type readerStats struct {
 	mu       sync.Mutex
 	low      core.Position // core.Reader.LowWater
 	deferred int
+	// handed is the scanned frontier whose deliveries the sink has taken:
+	// every record the reader could read below it was handed over.
+	handed uint64
 }
 
 // Reader is the handle of a reader actor.
@@ -102,11 +106,26 @@ func (r *Reader) LowWater() core.Position {
 	return r.stats.low
 }
 
+// Handed is the offset below which every record the reader could read
+// has been handed to its sink (the scanned frontier once the sink has
+// taken that scan's deliveries; in-doubt offsets below it come late).
+func (r *Reader) Handed() uint64 {
+	r.stats.mu.Lock()
+	defer r.stats.mu.Unlock()
+	return r.stats.handed
+}
+
 // Deferred is the number of in-doubt offsets the reader still watches.
 func (r *Reader) Deferred() int {
 	r.stats.mu.Lock()
 	defer r.stats.mu.Unlock()
 	return r.stats.deferred
+}
+
+func (s *readerStats) setHanded(f uint64) {
+	s.mu.Lock()
+	s.handed = max(s.handed, f)
+	s.mu.Unlock()
 }
 
 func (s *readerStats) set(low core.Position, deferred int) {
@@ -172,6 +191,7 @@ func (a *readerActor) Receive(ctx actor.Context) {
 		a.applyScan(ctx, m)
 	case *sinkDone:
 		a.busy = false
+		a.stats.setHanded(a.sinking)
 		a.pump(ctx)
 	case *actor.Stopping:
 		close(a.sinkQuit)
@@ -226,6 +246,7 @@ func (a *readerActor) applyScan(ctx actor.Context, m *scanDone) {
 	a.stats.set(a.core.LowWater(), a.core.Deferred())
 	a.report(out)
 	if len(out.Deliveries) == 0 {
+		a.stats.setHanded(a.core.Frontier())
 		a.busy = false
 		if out.Stalled != "" {
 			a.sched.SendOnce(50*time.Millisecond, ctx.Self(), &readerPump{})
@@ -234,6 +255,7 @@ func (a *readerActor) applyScan(ctx actor.Context, m *scanDone) {
 		a.pump(ctx)
 		return
 	}
+	a.sinking = a.core.Frontier()
 	select {
 	case a.sinkCh <- out.Deliveries:
 	case <-a.sinkQuit:

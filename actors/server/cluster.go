@@ -53,6 +53,9 @@ type LocalClusterConfig struct {
 	// --tls). See docs/security.md.
 	Auth *natsserver.AuthConfig
 	TLS  *natsserver.TLSFiles
+	// Kafka, when set, runs one Kafka gateway for the cluster (raidq dev
+	// --kafka-listen; docs/kafka.md); its ID defaults to "dev".
+	Kafka *KafkaOptions
 }
 
 // LocalCluster is an in-process raidq cluster (demo, dev, tests).
@@ -70,6 +73,7 @@ type LocalCluster struct {
 	watched  *meta.WatchedCatalog
 	hbCancel context.CancelFunc
 	hbDone   chan struct{}
+	kafka    *Gateway
 }
 
 type localNode struct {
@@ -144,8 +148,40 @@ func StartLocalCluster(cfg LocalClusterConfig) (*LocalCluster, error) {
 		}
 	}
 	lc.startHeartbeat()
+	if err := lc.startKafka(); err != nil {
+		_ = lc.Close()
+		return nil, err
+	}
 	return lc, nil
 }
+
+// startKafka starts the cluster's Kafka gateway (LocalClusterConfig.Kafka).
+func (lc *LocalCluster) startKafka() error {
+	ko := lc.cfg.Kafka
+	if ko == nil {
+		return nil
+	}
+	if ko.ID == "" {
+		ko.ID = "dev"
+	}
+	c, err := lc.Connect(raidq.WithName("raidq-kafka-" + ko.ID))
+	if err != nil {
+		return fmt.Errorf("local cluster: kafka gateway: %w", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	gw, err := StartGateway(ctx, c, lc.meta, lc.cfg.Cluster, *ko, lc.cfg.Logger)
+	if err != nil {
+		_ = c.Close()
+		return fmt.Errorf("local cluster: %w", err)
+	}
+	gw.own = true
+	lc.kafka = gw
+	return nil
+}
+
+// Kafka is the cluster's Kafka gateway (nil without LocalClusterConfig.Kafka).
+func (lc *LocalCluster) Kafka() *Gateway { return lc.kafka }
 
 func (lc *LocalCluster) startNode(ln *localNode) error {
 	log := lc.cfg.Logger.With("node", ln.id)
@@ -345,6 +381,10 @@ func (lc *LocalCluster) Close() error {
 	var errs []error
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
+	if lc.kafka != nil {
+		errs = append(errs, lc.kafka.Close())
+		lc.kafka = nil
+	}
 	if lc.hbCancel != nil {
 		lc.hbCancel()
 		<-lc.hbDone

@@ -62,6 +62,7 @@ type Node struct {
 	node    *node.Node
 	client  *actors.Client  // the node's own client: fan-out readers
 	fanout  *fanout.Manager // publishes decoded records on deliver subjects
+	kafka   *Gateway        // the Kafka gateway (NodeOptions.Kafka), or nil
 	started int64
 
 	hbCancel context.CancelFunc
@@ -133,6 +134,9 @@ func StartNodeContext(ctx context.Context, o NodeOptions) (n *Node, err error) {
 	}
 
 	n.startHeartbeat(ctx)
+	if err := n.startKafka(ctx); err != nil {
+		return nil, err
+	}
 	log.Info("node ready", "client_url", n.ClientURL(), "cluster", o.Cluster, "metadata_replicas", replicas,
 		"fsync", !o.NoSync, "topics", len(n.catalog.Names()))
 	return n, nil
@@ -498,6 +502,9 @@ func (n *Node) onFatal(err error) {
 // ID is the node id.
 func (n *Node) ID() string { return n.opts.ID }
 
+// Kafka is the node's Kafka gateway (nil without NodeOptions.Kafka).
+func (n *Node) Kafka() *Gateway { return n.kafka }
+
 // ClientURL is the NATS URL clients use to reach this node's NATS system.
 func (n *Node) ClientURL() string {
 	if n.server != nil {
@@ -566,6 +573,9 @@ func (n *Node) shutdown(ctx context.Context) error {
 		if d := time.Since(t); d > time.Second {
 			slow = append(slow, name, d.Round(time.Millisecond))
 		}
+	}
+	if n.kafka != nil {
+		step("stop kafka gateway", n.kafka.Close)
 	}
 	if n.hbCancel != nil {
 		step("stop heartbeat", func() error { n.hbCancel(); <-n.hbDone; return nil })

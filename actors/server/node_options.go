@@ -96,6 +96,10 @@ type NodeOptions struct {
 	// must have been silent for meta.ReplaceQuiet.
 	Replace string
 
+	// Kafka, when set, runs a Kafka protocol gateway in the node
+	// (--kafka-listen; docs/kafka.md), over the node's NATS connection.
+	Kafka *KafkaOptions
+
 	// Metrics receives the node's Prometheus metrics (nil: none).
 	Metrics *prometheus.Registry
 

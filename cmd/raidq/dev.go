@@ -19,6 +19,7 @@ type devFlags struct {
 	cfg                   server.LocalClusterConfig
 	logLevel, metricsAddr string
 	sec                   devSecurityFlags // security_dev.go
+	kafka                 kafkaFlags       // kafka.go
 }
 
 func devCmd() *cobra.Command {
@@ -63,6 +64,7 @@ func (d *devFlags) register(cmd *cobra.Command) {
 	f.StringVar(&d.logLevel, "log-level", "warn", "log level: debug, info, warn or error (text on stderr)")
 	f.StringVar(&d.metricsAddr, "metrics", "", "serve Prometheus metrics and /healthz on this address (host:port)")
 	d.sec.register(f)
+	d.kafka.register(f, "kafka-")
 }
 
 // runDev is `raidq dev`: it starts the local cluster (in a temporary
@@ -86,6 +88,9 @@ func runDev(cmd *cobra.Command, f *devFlags) error {
 		cfg.Dir = dir
 	}
 	if err := f.sec.apply(cfg); err != nil {
+		return err
+	}
+	if cfg.Kafka, err = f.kafka.options(f.sec.authFile); err != nil {
 		return err
 	}
 	if f.metricsAddr != "" {
@@ -121,4 +126,7 @@ func (f *devFlags) describe(out io.Writer, lc *server.LocalCluster) {
 	fmt.Fprintf(out, "raidq dev: cluster %q listening on %s (JetStream on, metadata in KV)\n", cfg.Cluster, lc.ClientURL())
 	fmt.Fprintf(out, "nodes: %s (data in %s)\n", strings.Join(ids, " "), cfg.Dir)
 	f.sec.describe(out, cfg, lc.ClientURL()) // security_dev.go: auth, TLS and a command to try
+	if gw := lc.Kafka(); gw != nil {
+		fmt.Fprintf(out, "kafka: listening on %s (clients told %s); try: kcat -b %s -L\n", gw.Addr(), gw.Advertised(), gw.Advertised())
+	}
 }

@@ -28,7 +28,7 @@ func main() {
 	root.SetVersionTemplate("raidq {{.Version}}\n")
 	root.AddCommand(versionCmd())
 	root.AddCommand(demoCmd(), topicCmd(), produceCmd(), consumeCmd(), statusCmd())
-	root.AddCommand(nodeCmd(), devCmd())
+	root.AddCommand(nodeCmd(), devCmd(), kafkaCmd())
 	root.AddCommand(drillCmd())
 	root.AddCommand(securityCmd()) // security.go
 	root.AddCommand(benchCmd(), natsdCmd())

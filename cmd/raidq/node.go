@@ -26,6 +26,7 @@ const nodeStopTimeout = 30 * time.Second
 type nodeFlags struct {
 	o                                 server.NodeOptions
 	sec                               nodeSecurityFlags // security_flags.go
+	kafka                             kafkaFlags        // kafka.go
 	logLevel, configFile, metricsAddr string
 }
 
@@ -93,6 +94,7 @@ func (n *nodeFlags) register(cmd *cobra.Command) {
 	f.StringVar(&n.o.Replace, "replace", "", "take over the ensemble positions of this dead node (start on an empty --data; repair refills them)")
 	f.BoolVar(&n.o.Insecure, "insecure", false, "run without authentication (required unless --auth is given)")
 	n.sec.register(f)
+	n.kafka.register(f, "kafka-")
 	f.StringVar(&n.logLevel, "log-level", "info", "log level: debug, info, warn or error (text on stderr)")
 	f.StringVar(&n.metricsAddr, "metrics", "", "serve Prometheus metrics and /healthz on this address (host:port)")
 	f.StringVar(&n.configFile, "config", "", "read flags from this file (JSON or NATS-style key: value)")
@@ -118,6 +120,9 @@ func runNodeCmd(cmd *cobra.Command, f *nodeFlags) error {
 	o.Logger = log
 	o.Routes = splitList(o.Routes)
 	if err := f.sec.apply(o); err != nil {
+		return err
+	}
+	if o.Kafka, err = f.kafka.options(f.sec.authFile); err != nil {
 		return err
 	}
 	if f.metricsAddr != "" {

@@ -1,0 +1,286 @@
+package kafka
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/raidq/raidq"
+	"github.com/raidq/raidq/bus/kafkawire"
+	"github.com/raidq/raidq/stripe"
+)
+
+// maxBatchBytes is the largest record batch the gateway takes (Kafka's
+// max.message.bytes): a stripe's payload must fit stripe.MaxBatchBytes.
+const maxBatchBytes = stripe.MaxBatchBytes / 2
+
+// batchLimits bound what one Produce partition may decode to.
+var batchLimits = kafkawire.Limits{MaxDecompressed: 64 << 20, MaxRecords: 1 << 20, MaxHeaders: 64}
+
+// produce writes every partition's record batches, each as one stripe
+// (or several, when a batch holds more records than the topic's grid
+// allows), and answers once all are committed at W, or failed. acks=0
+// gets no answer at all, as in Kafka; acks=1 means the same as all,
+// since raidq has no leader whose single copy could be acknowledged.
+func (c *conn) produce(ctx context.Context, r *kmsg.ProduceRequest) kmsg.Response {
+	if r.TransactionID != nil {
+		return c.produceRefused(r, kerr.UnsupportedVersion.Code, "transactions are not supported")
+	}
+	timeout := time.Duration(r.TimeoutMillis) * time.Millisecond
+	if timeout <= 0 || timeout > c.g.cfg.ProduceTimeout {
+		timeout = c.g.cfg.ProduceTimeout
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	resp := r.ResponseKind().(*kmsg.ProduceResponse)
+	var wg sync.WaitGroup
+	for _, t := range r.Topics {
+		rt := kmsg.NewProduceResponseTopic()
+		rt.Topic = t.Topic
+		rt.Partitions = make([]kmsg.ProduceResponseTopicPartition, len(t.Partitions))
+		for i, p := range t.Partitions {
+			rp := &rt.Partitions[i]
+			*rp = kmsg.NewProduceResponseTopicPartition()
+			rp.Partition, rp.BaseOffset, rp.LogAppendTime, rp.LogStartOffset = p.Partition, -1, -1, -1
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				c.producePartition(ctx, t.Topic, p, rp)
+			}()
+		}
+		resp.Topics = append(resp.Topics, rt)
+	}
+	wg.Wait()
+	if r.Acks == 0 {
+		return nil
+	}
+	return resp
+}
+
+func (c *conn) produceRefused(r *kmsg.ProduceRequest, code int16, msg string) kmsg.Response {
+	resp := r.ResponseKind().(*kmsg.ProduceResponse)
+	for _, t := range r.Topics {
+		rt := kmsg.NewProduceResponseTopic()
+		rt.Topic = t.Topic
+		for _, p := range t.Partitions {
+			rp := kmsg.NewProduceResponseTopicPartition()
+			rp.Partition, rp.ErrorCode, rp.BaseOffset = p.Partition, code, -1
+			rp.ErrorMessage = kmsg.StringPtr(msg)
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		resp.Topics = append(resp.Topics, rt)
+	}
+	if r.Acks == 0 {
+		return nil
+	}
+	return resp
+}
+
+// producePartition writes one partition's batches into rp.
+func (c *conn) producePartition(ctx context.Context, topic string, p kmsg.ProduceRequestTopicPartition, rp *kmsg.ProduceResponseTopicPartition) {
+	fail := func(code int16, msg string, args ...any) {
+		rp.ErrorCode = code
+		if msg != "" {
+			rp.ErrorMessage = kmsg.StringPtr(fmt.Sprintf(msg, args...))
+		}
+	}
+	if !c.allowed(OpProduce, topic) {
+		fail(kerr.TopicAuthorizationFailed.Code, "")
+		return
+	}
+	t, err := c.g.cat.Topic(topic)
+	if err != nil || p.Partition < 0 || int(p.Partition) >= t.Partitions {
+		fail(kerr.UnknownTopicOrPartition.Code, "")
+		return
+	}
+	if !t.Params.Gridded() {
+		fail(kerr.InvalidTopicException.Code, "topic %s has no offset grid (created before Kafka support); Kafka clients cannot use it", topic)
+		return
+	}
+	batches, err := kafkawire.DecodeBatches(p.Records, batchLimits)
+	if err != nil {
+		code := produceDecodeErr(err)
+		c.log.Warn("kafka gateway: refusing a produce batch", "topic", topic, "partition", p.Partition, "err", err)
+		fail(code, "%v", err)
+		return
+	}
+	grid := t.Params.MaxStripeRecords(stripe.MaxRecords)
+	base := int64(-1)
+	for i := range batches {
+		off, code, err := c.produceBatch(ctx, topic, int(p.Partition), &batches[i], grid)
+		if code != 0 {
+			fail(code, "%v", err)
+			return
+		}
+		if base < 0 {
+			base = off
+		}
+	}
+	rp.BaseOffset = base
+}
+
+func produceDecodeErr(err error) int16 {
+	switch {
+	case errors.Is(err, kafkawire.ErrOldMessageFormat):
+		return kerr.UnsupportedForMessageFormat.Code
+	case errors.Is(err, kafkawire.ErrTooLarge):
+		return kerr.MessageTooLarge.Code
+	case errors.Is(err, kafkawire.ErrCorruptBatch):
+		return kerr.CorruptMessage.Code
+	}
+	return kerr.InvalidRecord.Code
+}
+
+// produceBatch writes one decoded batch, deduplicating an idempotent
+// producer's retry, and returns its base Kafka offset.
+func (c *conn) produceBatch(ctx context.Context, topic string, part int, b *kafkawire.Batch, grid int) (int64, int16, error) {
+	if b.Transactional || b.Control {
+		return 0, kerr.UnsupportedVersion.Code, errors.New("transactional batches are not supported")
+	}
+	if len(b.Records) == 0 {
+		return 0, kerr.InvalidRecord.Code, errors.New("empty record batch")
+	}
+	key, idem := idemKey{topic: topic, part: int32(part), pid: b.ProducerID, epoch: b.ProducerEpoch, seq: b.BaseSequence}, b.ProducerID >= 0
+	if idem {
+		e, first := c.g.idem.claim(key)
+		if !first {
+			return e.wait(ctx)
+		}
+		off, code, err := c.writeBatch(ctx, topic, part, b, grid)
+		e.resolve(off, code, err)
+		return off, code, err
+	}
+	return c.writeBatch(ctx, topic, part, b, grid)
+}
+
+// writeBatch sends a batch as stripes of at most grid records: an
+// idempotent producer's under stripe ids made from its producer id,
+// epoch and the chunk's first sequence number, so a retry through any
+// gateway carries the same ids and readers deliver it once.
+func (c *conn) writeBatch(ctx context.Context, topic string, part int, b *kafkawire.Batch, grid int) (int64, int16, error) {
+	prod, err := c.g.prods.get(topic)
+	if err != nil {
+		return 0, sendErr(err), err
+	}
+	msgs := make([]raidq.Message, len(b.Records))
+	for i, r := range b.Records {
+		msgs[i] = raidq.Message{Key: r.Key, Value: r.Value, Headers: headers(r.Headers)}
+		if r.Timestamp >= 0 {
+			msgs[i].Time = time.UnixMilli(r.Timestamp)
+		}
+	}
+	base := int64(-1)
+	for start := 0; start < len(msgs); start += grid {
+		end := min(start+grid, len(msgs))
+		var opts []raidq.BatchOption
+		if b.ProducerID >= 0 {
+			opts = append(opts, raidq.WithStripe(kafkaStripe(b.ProducerID, b.ProducerEpoch, int32(part), b.BaseSequence, start)))
+		}
+		pos, err := prod.SendBatch(ctx, part, msgs[start:end], opts...)
+		if err != nil {
+			c.log.Warn("kafka gateway: produce failed", "topic", topic, "partition", part, "records", end-start, "err", err)
+			return 0, sendErr(err), err
+		}
+		if base < 0 {
+			base = kafkaOffset(pos)
+		}
+	}
+	return base, 0, nil
+}
+
+func headers(hs []kafkawire.Header) []raidq.Header {
+	if len(hs) == 0 {
+		return nil
+	}
+	out := make([]raidq.Header, len(hs))
+	for i, h := range hs {
+		out[i] = raidq.Header{Name: h.Key, Value: h.Value}
+	}
+	return out
+}
+
+// kafkaStripe is the stripe id of an idempotent producer's records of
+// one partition from sequence number seq+chunk: "kf" | producer id |
+// epoch | partition. Kafka numbers sequences per partition, so the
+// partition is part of the id: two partitions' batches at one sequence
+// number are different stripes.
+func kafkaStripe(pid int64, epoch int16, part int32, seq int32, chunk int) raidq.StripeID {
+	var id raidq.StripeID
+	copy(id.Producer[:2], "kf")
+	binary.BigEndian.PutUint64(id.Producer[2:10], uint64(pid))
+	binary.BigEndian.PutUint16(id.Producer[10:12], uint16(epoch))
+	binary.BigEndian.PutUint32(id.Producer[12:16], uint32(part))
+	id.Seq = uint64(uint32(seq)) + uint64(chunk)
+	return id
+}
+
+// sendErr maps a raidq send error to a Kafka error code; the retriable
+// ones make clients retry, as for a leader they lost.
+func sendErr(err error) int16 {
+	switch {
+	case errors.Is(err, raidq.ErrUnknownTopic):
+		return kerr.UnknownTopicOrPartition.Code
+	case errors.Is(err, raidq.ErrInvalidMessage):
+		return kerr.InvalidRecord.Code
+	case errors.Is(err, raidq.ErrNotEnoughNodes), errors.Is(err, raidq.ErrClockSkew):
+		return kerr.NotEnoughReplicas.Code
+	case errors.Is(err, raidq.ErrBusy), errors.Is(err, raidq.ErrTimeout), errors.Is(err, context.DeadlineExceeded):
+		return kerr.RequestTimedOut.Code
+	case errors.Is(err, raidq.ErrClosed), errors.Is(err, context.Canceled):
+		return kerr.NotLeaderForPartition.Code // the gateway is closing: go elsewhere
+	}
+	return kerr.UnknownServerError.Code
+}
+
+// producers keeps one raidq producer per topic.
+type producers struct {
+	c       *raidq.Client
+	timeout time.Duration
+	mu      sync.Mutex
+	byTopic map[string]*raidq.Producer
+}
+
+func newProducers(c *raidq.Client, timeout time.Duration) *producers {
+	return &producers{c: c, timeout: timeout, byTopic: map[string]*raidq.Producer{}}
+}
+
+func (ps *producers) get(topic string) (*raidq.Producer, error) {
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	if p, ok := ps.byTopic[topic]; ok {
+		return p, nil
+	}
+	p, err := ps.c.Producer(topic, raidq.WithDeliveryTimeout(ps.timeout))
+	if err != nil {
+		return nil, err
+	}
+	ps.byTopic[topic] = p
+	return p, nil
+}
+
+// drop closes a deleted topic's producer.
+func (ps *producers) drop(topic string) {
+	ps.mu.Lock()
+	p := ps.byTopic[topic]
+	delete(ps.byTopic, topic)
+	ps.mu.Unlock()
+	if p != nil {
+		_ = p.Close()
+	}
+}
+
+func (ps *producers) close() {
+	ps.mu.Lock()
+	all := ps.byTopic
+	ps.byTopic = map[string]*raidq.Producer{}
+	ps.mu.Unlock()
+	for _, p := range all {
+		_ = p.Close()
+	}
+}

@@ -1,0 +1,284 @@
+package kafka
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/raidq/raidq"
+)
+
+// Read sessions: a Kafka consumer fetches a partition at an offset, again
+// and again, each fetch starting where the last one ended. The gateway
+// keeps a raidq reader per (connection, topic, partition) running from
+// there, and a buffer of what it decoded, so a fetch is served from
+// memory. A fetch at an offset the session is not at (a seek, a
+// rebalance) starts a new reader there.
+const (
+	sessionBufBytes = 8 << 20         // decoded bytes buffered per session before its reader pauses
+	sessionIdle     = 2 * time.Minute // a session nobody fetched from for this long is closed
+	maxSessions     = 4096            // per gateway
+)
+
+// ErrTooManySessions: the gateway reads too many partitions at once.
+var ErrTooManySessions = errors.New("kafka gateway: too many partition readers")
+
+type sessionKey struct {
+	conn  *conn
+	topic string
+	part  int
+}
+
+// session is one running partition reader and its buffer.
+type session struct {
+	cons *raidq.Consumer
+	log  *slog.Logger
+
+	mu       sync.Mutex
+	cond     *sync.Cond
+	buf      []raidq.Message // decoded, Kafka offsets increasing, none below floor
+	bufBytes int
+	floor    int64 // the last fetch's offset: nothing below it is kept
+	high     int64 // Kafka offset after the newest record buffered (or floor)
+	used     time.Time
+	arrived  chan struct{} // closed (and replaced) when records arrive
+	closed   bool
+	err      error
+	grid     uint64
+	delay    time.Duration // the topic's read delay D
+	lastIn   time.Time     // when a record last reached the buffer
+}
+
+func startSession(c *raidq.Client, topic string, part int, grid uint64, delay time.Duration, off int64, log *slog.Logger) (*session, error) {
+	pos := position(off, grid)
+	cons, err := c.Consumer(topic, raidq.WithPartitions(part), raidq.WithStart(time.Unix(0, int64(pos.Offset))), raidq.WithBuffer(1024))
+	if err != nil {
+		return nil, err
+	}
+	s := &session{cons: cons, log: log, floor: off, high: off, used: time.Now(), arrived: make(chan struct{}),
+		grid: grid, delay: delay}
+	s.cond = sync.NewCond(&s.mu)
+	go s.pump()
+	return s, nil
+}
+
+// pump moves decoded messages into the buffer, pausing the reader while
+// the buffer is full. Records below the start offset (the start stripe's
+// first records) and late ones below what was already buffered are
+// dropped: a Kafka client would drop an offset below its position anyway.
+func (s *session) pump() {
+	for m := range s.cons.Messages() {
+		off := kafkaOffset(m.Position)
+		s.mu.Lock()
+		for s.bufBytes >= sessionBufBytes && !s.closed {
+			s.cond.Wait()
+		}
+		if s.closed {
+			s.mu.Unlock()
+			return
+		}
+		if off < s.high {
+			if m.Late {
+				s.log.Warn("kafka gateway: a late record (in doubt at first) is below what Kafka clients were given; they do not see it",
+					"topic", m.Topic, "partition", m.Partition, "offset", off)
+			}
+			s.mu.Unlock()
+			continue
+		}
+		s.buf = append(s.buf, m)
+		s.bufBytes += msgSize(&m)
+		s.high = off + 1
+		s.lastIn = time.Now()
+		close(s.arrived)
+		s.arrived = make(chan struct{})
+		s.mu.Unlock()
+	}
+	s.mu.Lock()
+	if !s.closed {
+		s.err = s.cons.Err()
+		if s.err == nil {
+			s.err = raidq.ErrClosed
+		}
+	}
+	close(s.arrived)
+	s.arrived = make(chan struct{})
+	s.mu.Unlock()
+}
+
+func msgSize(m *raidq.Message) int {
+	n := len(m.Key) + len(m.Value) + 32
+	for _, h := range m.Headers {
+		n += len(h.Name) + len(h.Value) + 8
+	}
+	return n
+}
+
+// covers says whether a fetch at off continues this session.
+func (s *session) covers(off int64) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.err == nil && off >= s.floor && off <= s.high
+}
+
+// take drops what lies below off (the client has it) and returns the
+// buffered records from off on, up to maxBytes (at least one), the high
+// watermark, and a channel closed when more arrive.
+func (s *session) take(off int64, maxBytes int) ([]raidq.Message, int64, <-chan struct{}, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.used = time.Now()
+	if off > s.floor {
+		cut := 0
+		for cut < len(s.buf) && kafkaOffset(s.buf[cut].Position) < off {
+			s.bufBytes -= msgSize(&s.buf[cut])
+			cut++
+		}
+		if cut > 0 {
+			s.buf = append(s.buf[:0:0], s.buf[cut:]...)
+			s.cond.Broadcast()
+		}
+		s.floor = off
+	}
+	n, size := 0, 0
+	for n < len(s.buf) {
+		sz := msgSize(&s.buf[n])
+		if n > 0 && size+sz > maxBytes {
+			break
+		}
+		size += sz
+		n++
+	}
+	return s.buf[:n:n], s.watermark(), s.arrived, s.err
+}
+
+// caughtUpQuiet is how long no record may have arrived before a caught-up
+// session reports its newest record as the high watermark: records the
+// reader handed over may still be on their way through the consumer.
+const caughtUpQuiet = 100 * time.Millisecond
+
+// watermark is the high watermark the fetch reports: the offset after the
+// newest record buffered once the reader has read up to about now - D
+// and nothing is arriving (a client at it is at the end, so kcat -e
+// exits), else the newest offset that can hold records (now - D), so a
+// client behind the reader does not take itself for caught up. Called
+// with s.mu held.
+func (s *session) watermark() int64 {
+	now := time.Now()
+	if lag := s.cons.Lag(); len(lag) == 1 && lag[0].Behind < time.Second && now.Sub(s.lastIn) >= caughtUpQuiet {
+		return s.high
+	}
+	return max(s.high, timeOffset(now.Add(-s.delay), s.grid))
+}
+
+func (s *session) idle(now time.Time) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return now.Sub(s.used) > sessionIdle
+}
+
+func (s *session) close() {
+	s.mu.Lock()
+	s.closed = true
+	s.cond.Broadcast()
+	s.mu.Unlock()
+	_ = s.cons.Close()
+}
+
+// sessions are a gateway's read sessions.
+type sessions struct {
+	c   *raidq.Client
+	log *slog.Logger
+
+	mu   sync.Mutex
+	m    map[sessionKey]*session
+	quit chan struct{}
+	done chan struct{}
+}
+
+func newSessions(c *raidq.Client, log *slog.Logger) *sessions {
+	ss := &sessions{c: c, log: log, m: map[sessionKey]*session{}, quit: make(chan struct{}), done: make(chan struct{})}
+	go ss.reap()
+	return ss
+}
+
+// get returns the session of k that continues at off, starting one
+// (and closing the one it replaces) if none does.
+func (ss *sessions) get(k sessionKey, grid uint64, delay time.Duration, off int64) (*session, error) {
+	ss.mu.Lock()
+	old := ss.m[k]
+	if old != nil && old.covers(off) {
+		ss.mu.Unlock()
+		return old, nil
+	}
+	delete(ss.m, k)
+	if len(ss.m) >= maxSessions {
+		ss.mu.Unlock()
+		return nil, fmt.Errorf("%w: %d", ErrTooManySessions, maxSessions)
+	}
+	ss.mu.Unlock()
+	if old != nil {
+		old.close()
+	}
+	s, err := startSession(ss.c, k.topic, k.part, grid, delay, off, ss.log)
+	if err != nil {
+		return nil, err
+	}
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	if cur := ss.m[k]; cur != nil {
+		// A concurrent fetch of the same partition on the same
+		// connection started one first: keep one.
+		go s.close()
+		return cur, nil
+	}
+	ss.m[k] = s
+	return s, nil
+}
+
+// dropConn closes a connection's sessions.
+func (ss *sessions) dropConn(c *conn) { ss.drop(func(k sessionKey) bool { return k.conn == c }) }
+
+// dropTopic closes a deleted topic's sessions.
+func (ss *sessions) dropTopic(topic string) {
+	ss.drop(func(k sessionKey) bool { return k.topic == topic })
+}
+
+func (ss *sessions) drop(match func(sessionKey) bool) {
+	ss.mu.Lock()
+	var gone []*session
+	for k, s := range ss.m {
+		if match(k) {
+			gone = append(gone, s)
+			delete(ss.m, k)
+		}
+	}
+	ss.mu.Unlock()
+	for _, s := range gone {
+		s.close()
+	}
+}
+
+func (ss *sessions) reap() {
+	defer close(ss.done)
+	t := time.NewTicker(10 * time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-ss.quit:
+			return
+		case now := <-t.C:
+			ss.drop(func(k sessionKey) bool {
+				s := ss.m[k]
+				return s != nil && s.idle(now)
+			})
+		}
+	}
+}
+
+func (ss *sessions) close() {
+	close(ss.quit)
+	<-ss.done
+	ss.drop(func(sessionKey) bool { return true })
+}
