@@ -32,7 +32,10 @@ var served = kafkawire.Versions{
 	kmsg.SyncGroup.Int16():        {0, 5},
 	kmsg.DescribeGroups.Int16():   {0, 6},
 	kmsg.ListGroups.Int16():       {0, 5},
-	kmsg.SASLHandshake.Int16():    {1, 1},
+	// SaslHandshake from v0: librdkafka offers SASL only when v0 is in
+	// range (it then uses v1 and SaslAuthenticate). A v0 client sends
+	// its token raw after the handshake (conn.readRawSASL).
+	kmsg.SASLHandshake.Int16():    {0, 1},
 	kmsg.ApiVersions.Int16():      {0, 3},
 	kmsg.CreateTopics.Int16():     {0, 5},
 	kmsg.DeleteTopics.Int16():     {0, 5},

@@ -40,9 +40,10 @@ type conn struct {
 	remote string
 
 	// Written only by the read loop (SASL), read by handlers started after.
-	mech   string // SASL mechanism chosen by SaslHandshake
-	user   string // authenticated user; "" before SASL (or without it)
-	authed bool
+	mech    string // SASL mechanism chosen by SaslHandshake
+	rawSASL bool   // a SaslHandshake v0 was answered: a raw token comes next
+	user    string // authenticated user; "" before SASL (or without it)
+	authed  bool
 
 	out  chan *pending
 	quit chan struct{}
@@ -93,6 +94,9 @@ func (c *conn) serve() {
 	br := bufio.NewReaderSize(c.nc, 64<<10)
 	for {
 		_ = c.nc.SetReadDeadline(time.Now().Add(idleTimeout))
+		if c.rawSASL && !c.readRawSASL(br) {
+			return
+		}
 		// Before SASL completes only small frames are read (Kafka's
 		// sasl.server.max.receive.size), and requests the gateway does not
 		// serve are never decoded: kmsg sizes arrays by their claimed counts.
