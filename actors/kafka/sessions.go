@@ -20,6 +20,13 @@ const (
 	sessionBufBytes = 8 << 20         // decoded bytes buffered per session before its reader pauses
 	sessionIdle     = 2 * time.Minute // a session nobody fetched from for this long is closed
 	maxSessions     = 4096            // per gateway
+	// Records above an in-doubt offset are held back until it resolves
+	// (a Kafka client drops an offset below its position, so a late record
+	// must come before everything above it), up to these bounds; past them
+	// they are released and the late record, if it comes, is lost to this
+	// session's client (logged).
+	maxHeldBytes = 64 << 20
+	maxHeldFor   = 2 * time.Minute
 )
 
 // ErrTooManySessions: the gateway reads too many partitions at once.
@@ -49,28 +56,36 @@ type session struct {
 	grid     uint64
 	delay    time.Duration // the topic's read delay D
 	lastIn   time.Time     // when a record last reached the buffer
+
+	doubt     map[uint64]bool // unresolved in-doubt stripe offsets at or above high
+	held      []raidq.Message // decoded records above the lowest in-doubt offset
+	heldBytes int
+	heldSince time.Time
 }
 
 func startSession(c *raidq.Client, topic string, part int, grid uint64, delay time.Duration, off int64, log *slog.Logger) (*session, error) {
 	pos := position(off, grid)
-	cons, err := c.Consumer(topic, raidq.WithPartitions(part), raidq.WithStart(time.Unix(0, int64(pos.Offset))), raidq.WithBuffer(1024))
+	s := &session{log: log, floor: off, high: off, used: time.Now(), arrived: make(chan struct{}),
+		grid: grid, delay: delay, doubt: map[uint64]bool{}}
+	cons, err := c.Consumer(topic, raidq.WithPartitions(part), raidq.WithStart(time.Unix(0, int64(pos.Offset))),
+		raidq.WithBuffer(1024), raidq.WithReports(s.report))
 	if err != nil {
 		return nil, err
 	}
-	s := &session{cons: cons, log: log, floor: off, high: off, used: time.Now(), arrived: make(chan struct{}),
-		grid: grid, delay: delay}
+	s.cons = cons
 	s.cond = sync.NewCond(&s.mu)
 	go s.pump()
 	return s, nil
 }
 
 // pump moves decoded messages into the buffer, pausing the reader while
-// the buffer is full. Records below the start offset (the start stripe's
-// first records) and late ones below what was already buffered are
-// dropped: a Kafka client would drop an offset below its position anyway.
+// the buffer is full. Records above an unresolved in-doubt offset are
+// held back until it resolves (or the hold's bounds pass), so a late
+// record reaches the client before the ones above it: Kafka offsets only
+// grow. Records below the start offset (the start stripe's first
+// records) are dropped.
 func (s *session) pump() {
 	for m := range s.cons.Messages() {
-		off := kafkaOffset(m.Position)
 		s.mu.Lock()
 		for s.bufBytes >= sessionBufBytes && !s.closed {
 			s.cond.Wait()
@@ -79,20 +94,7 @@ func (s *session) pump() {
 			s.mu.Unlock()
 			return
 		}
-		if off < s.high {
-			if m.Late {
-				s.log.Warn("kafka gateway: a late record (in doubt at first) is below what Kafka clients were given; they do not see it",
-					"topic", m.Topic, "partition", m.Partition, "offset", off)
-			}
-			s.mu.Unlock()
-			continue
-		}
-		s.buf = append(s.buf, m)
-		s.bufBytes += msgSize(&m)
-		s.high = off + 1
-		s.lastIn = time.Now()
-		close(s.arrived)
-		s.arrived = make(chan struct{})
+		s.accept(m)
 		s.mu.Unlock()
 	}
 	s.mu.Lock()
@@ -105,6 +107,97 @@ func (s *session) pump() {
 	close(s.arrived)
 	s.arrived = make(chan struct{})
 	s.mu.Unlock()
+}
+
+// accept takes one decoded record (s.mu held): a late one resolves its
+// offset's doubt; one above the lowest in-doubt offset is held.
+func (s *session) accept(m raidq.Message) {
+	if m.Late {
+		delete(s.doubt, m.Position.Offset)
+	}
+	if low, ok := s.lowestDoubt(); ok && m.Position.Offset > low {
+		s.hold(m)
+	} else {
+		s.add(m)
+	}
+	s.release()
+}
+
+// add appends m to the buffer (s.mu held); a record below what clients
+// were given is dropped (logged if it came late).
+func (s *session) add(m raidq.Message) {
+	off := kafkaOffset(m.Position)
+	if off < s.high {
+		if m.Late {
+			s.log.Error("kafka gateway: a late record (in doubt at first) is below what this Kafka client was given; it does not see it",
+				"topic", m.Topic, "partition", m.Partition, "offset", off)
+		}
+		return
+	}
+	s.buf = append(s.buf, m)
+	s.bufBytes += msgSize(&m)
+	s.high = off + 1
+	s.lastIn = time.Now()
+	close(s.arrived)
+	s.arrived = make(chan struct{})
+}
+
+func (s *session) hold(m raidq.Message) {
+	if len(s.held) == 0 {
+		s.heldSince = time.Now()
+	}
+	s.held = append(s.held, m)
+	s.heldBytes += msgSize(&m)
+}
+
+func (s *session) lowestDoubt() (uint64, bool) {
+	var low uint64
+	found := false
+	for off := range s.doubt {
+		if !found || off < low {
+			low, found = off, true
+		}
+	}
+	return low, found
+}
+
+// release moves held records below the lowest in-doubt offset to the
+// buffer, or all of them once the hold is over its bounds (s.mu held).
+func (s *session) release() {
+	if len(s.held) == 0 {
+		return
+	}
+	if s.heldBytes > maxHeldBytes || time.Since(s.heldSince) > maxHeldFor {
+		low, _ := s.lowestDoubt()
+		s.log.Error("kafka gateway: an in-doubt offset stayed unresolved too long; releasing the records held above it (if it resolves, this Kafka client will not see it)",
+			"offset", low, "held_records", len(s.held), "held_bytes", s.heldBytes, "held_for", time.Since(s.heldSince).Round(time.Millisecond))
+		clear(s.doubt)
+	}
+	low, ok := s.lowestDoubt()
+	n := 0
+	for n < len(s.held) && (!ok || s.held[n].Position.Offset < low) {
+		s.add(s.held[n])
+		s.heldBytes -= msgSize(&s.held[n])
+		n++
+	}
+	s.held = append(s.held[:0:0], s.held[n:]...)
+}
+
+// report learns the reader's in-doubt offsets and their resolution. The
+// reader reports a scan before it hands over that scan's records, so an
+// in-doubt offset is known before any record above it arrives.
+func (s *session) report(r raidq.ReadReport) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, d := range r.InDoubt {
+		if int64(d.Offset) >= s.high {
+			s.doubt[d.Offset] = true
+		}
+	}
+	for _, off := range r.Resolved {
+		delete(s.doubt, off)
+	}
+	s.release()
 }
 
 func msgSize(m *raidq.Message) int {
