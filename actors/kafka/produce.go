@@ -16,8 +16,9 @@ import (
 	"github.com/raidq/raidq/stripe"
 )
 
-// maxBatchBytes is the largest record batch the gateway takes (Kafka's
-// max.message.bytes): a stripe's payload must fit stripe.MaxBatchBytes.
+// maxBatchBytes is the largest record a stripe can take, what
+// DescribeConfigs reports as max.message.bytes (a batch is cut into
+// stripes of at most the grid's records and about maxStripeBytes).
 const maxBatchBytes = stripe.MaxBatchBytes / 2
 
 // batchLimits bound what one Produce partition may decode to.
@@ -176,8 +177,8 @@ func (c *conn) writeBatch(ctx context.Context, topic string, part int, b *kafkaw
 		}
 	}
 	base := int64(-1)
-	for start := 0; start < len(msgs); start += grid {
-		end := min(start+grid, len(msgs))
+	for start := 0; start < len(msgs); {
+		end := chunkEnd(msgs, start, grid)
 		var opts []raidq.BatchOption
 		if b.ProducerID >= 0 {
 			opts = append(opts, raidq.WithStripe(kafkaStripe(b.ProducerID, b.ProducerEpoch, int32(part), b.BaseSequence, start)))
@@ -190,8 +191,31 @@ func (c *conn) writeBatch(ctx context.Context, topic string, part int, b *kafkaw
 		if base < 0 {
 			base = kafkaOffset(pos)
 		}
+		start = end
 	}
 	return base, 0, nil
+}
+
+// maxStripeBytes is the most record bytes the gateway puts in one stripe
+// (the producer's default batch is 256 KiB; a stripe may hold 4 MiB).
+const maxStripeBytes = 1 << 20
+
+// chunkEnd is where the stripe starting at msgs[start] ends: at most grid
+// records and about maxStripeBytes, and at least one record.
+func chunkEnd(msgs []raidq.Message, start, grid int) int {
+	end, size := start, 0
+	for end < len(msgs) && end-start < grid {
+		n := len(msgs[end].Key) + len(msgs[end].Value) + 16
+		for _, h := range msgs[end].Headers {
+			n += len(h.Name) + len(h.Value) + 8
+		}
+		if end > start && size+n > maxStripeBytes {
+			break
+		}
+		size += n
+		end++
+	}
+	return end
 }
 
 func headers(hs []kafkawire.Header) []raidq.Header {
