@@ -12,26 +12,26 @@ import (
 )
 
 // served lists the API keys and version ranges the gateway answers
-// (docs/kafka.md has the same table). Anything else is answered
-// UNSUPPORTED_VERSION (ApiVersions) or with the request's error codes
-// set to it, never by dropping the connection: transactions among them.
+// (docs/kafka.md has the same table). Anything else (transactions among
+// them) is logged and answered as Kafka brokers do: ApiVersions with
+// UNSUPPORTED_VERSION, other keys by closing the connection.
 var served = kafkawire.Versions{
 	// Produce from v0: librdkafka compresses only when the range reaches
 	// v0. v0-v2 carry old message sets, refused per partition with
 	// UNSUPPORTED_FOR_MESSAGE_FORMAT.
-	kmsg.Produce.Int16():          {0, 9},
-	kmsg.Fetch.Int16():            {4, 12},
-	kmsg.ListOffsets.Int16():      {1, 7},
-	kmsg.Metadata.Int16():         {1, 9},
-	kmsg.OffsetCommit.Int16():     {0, 9},
-	kmsg.OffsetFetch.Int16():      {0, 9},
-	kmsg.FindCoordinator.Int16():  {0, 4},
-	kmsg.JoinGroup.Int16():        {0, 9},
-	kmsg.Heartbeat.Int16():        {0, 4},
-	kmsg.LeaveGroup.Int16():       {0, 5},
-	kmsg.SyncGroup.Int16():        {0, 5},
-	kmsg.DescribeGroups.Int16():   {0, 6},
-	kmsg.ListGroups.Int16():       {0, 5},
+	kmsg.Produce.Int16():         {0, 9},
+	kmsg.Fetch.Int16():           {4, 12},
+	kmsg.ListOffsets.Int16():     {1, 7},
+	kmsg.Metadata.Int16():        {1, 9},
+	kmsg.OffsetCommit.Int16():    {0, 9},
+	kmsg.OffsetFetch.Int16():     {0, 9},
+	kmsg.FindCoordinator.Int16(): {0, 4},
+	kmsg.JoinGroup.Int16():       {0, 9},
+	kmsg.Heartbeat.Int16():       {0, 4},
+	kmsg.LeaveGroup.Int16():      {0, 5},
+	kmsg.SyncGroup.Int16():       {0, 5},
+	kmsg.DescribeGroups.Int16():  {0, 6},
+	kmsg.ListGroups.Int16():      {0, 5},
 	// SaslHandshake from v0: librdkafka offers SASL only when v0 is in
 	// range (it then uses v1 and SaslAuthenticate). A v0 client sends
 	// its token raw after the handshake (conn.readRawSASL).
