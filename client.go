@@ -114,6 +114,9 @@ func failoverOptions(o options) []nats.Option {
 		nats.PingInterval(clientPingInterval), nats.MaxPingsOutstanding(clientMaxPings),
 		nats.ReconnectWait(clientReconnect), nats.ReconnectJitter(100*time.Millisecond, time.Second),
 		nats.DisconnectErrHandler(func(nc *nats.Conn, err error) {
+			if nc.IsClosed() {
+				return // closed on purpose (Client.Close), nothing to reconnect
+			}
 			o.logger.Warn("NATS connection lost; reconnecting to another server of the list", "server", nc.ConnectedUrlRedacted(), "err", err)
 		}),
 		nats.ReconnectHandler(func(nc *nats.Conn) {
