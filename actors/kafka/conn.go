@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/raidq/raidq/bus/kafkawire"
@@ -53,8 +54,9 @@ type conn struct {
 // pending is one request's place in the response order.
 type pending struct {
 	done  chan struct{}
-	frame []byte // nil: no response (acks=0 produce)
-	close bool   // close the connection after this (instead of) answer
+	read  time.Time // when the request was read
+	frame []byte    // nil: no response (acks=0 produce)
+	close bool      // close the connection after this (instead of) answer
 }
 
 func newConn(g *Gateway, nc net.Conn) *conn {
@@ -109,7 +111,7 @@ func (c *conn) serve() {
 			c.readFailed(err)
 			return
 		}
-		p := &pending{done: make(chan struct{})}
+		p := &pending{done: make(chan struct{}), read: time.Now()}
 		select {
 		case c.out <- p:
 		case <-c.quit:
@@ -172,6 +174,7 @@ func (c *conn) dispatch(req *kafkawire.Request, p *pending) bool {
 // answer encodes resp (nil: none) into p at the request's version and
 // releases it to the writer.
 func (c *conn) answer(p *pending, req *kafkawire.Request, resp kmsg.Response) {
+	c.g.m.Request(kmsg.NameForKey(req.Key), respError(resp), time.Since(p.read))
 	if resp != nil {
 		resp.SetVersion(req.Version)
 		p.frame = kafkawire.AppendResponse(nil, req.CorrelationID, resp)
@@ -242,4 +245,54 @@ func inline(key int16) bool {
 		return true
 	}
 	return false
+}
+
+// respError names the first error an answer carries, for the request
+// metrics ("" for none, or for an answer without a top-level code).
+func respError(resp kmsg.Response) string {
+	code := int16(0)
+	switch r := resp.(type) {
+	case nil:
+		return ""
+	case *kmsg.ProduceResponse:
+		for _, t := range r.Topics {
+			for _, p := range t.Partitions {
+				code = firstCode(code, p.ErrorCode)
+			}
+		}
+	case *kmsg.FetchResponse:
+		code = r.ErrorCode
+		for _, t := range r.Topics {
+			for _, p := range t.Partitions {
+				code = firstCode(code, p.ErrorCode)
+			}
+		}
+	case *kmsg.JoinGroupResponse:
+		code = r.ErrorCode
+	case *kmsg.SyncGroupResponse:
+		code = r.ErrorCode
+	case *kmsg.HeartbeatResponse:
+		code = r.ErrorCode
+	case *kmsg.SASLAuthenticateResponse:
+		code = r.ErrorCode
+	case *kmsg.FindCoordinatorResponse:
+		code = r.ErrorCode
+	case *kmsg.InitProducerIDResponse:
+		code = r.ErrorCode
+	}
+	if code == 0 {
+		return ""
+	}
+	var ke *kerr.Error
+	if errors.As(kerr.ErrorForCode(code), &ke) {
+		return ke.Message
+	}
+	return "UNKNOWN"
+}
+
+func firstCode(have, next int16) int16 {
+	if have != 0 {
+		return have
+	}
+	return next
 }

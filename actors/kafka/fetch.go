@@ -43,12 +43,14 @@ func (c *conn) fetch(ctx context.Context, r *kmsg.FetchRequest) kmsg.Response {
 		maxBytes = maxFetchBytes
 	}
 	for {
-		size, arrived := c.fill(parts, maxBytes, r.Version)
+		size, n, arrived := c.fill(parts, maxBytes, r.Version)
 		if size >= int(r.MinBytes) && (size > 0 || r.MinBytes <= 0) || len(arrived) == 0 {
+			c.g.m.Records("fetched", n)
 			return resp
 		}
 		if !waitAny(ctx, deadline.C, arrived) {
-			c.fill(parts, maxBytes, r.Version)
+			_, n, _ = c.fill(parts, maxBytes, r.Version)
+			c.g.m.Records("fetched", n)
 			return resp
 		}
 	}
@@ -109,10 +111,10 @@ func (c *conn) session(topic string, part int32, off int64) (*session, int16) {
 }
 
 // fill (re)builds every partition's records from its session and
-// returns the bytes given and the channels that signal more records for
-// the partitions still empty.
-func (c *conn) fill(parts []fetchPart, maxBytes int, version int16) (int, []<-chan struct{}) {
-	total := 0
+// returns the bytes and records given and the channels that signal more
+// records for the partitions still empty.
+func (c *conn) fill(parts []fetchPart, maxBytes int, version int16) (int, int, []<-chan struct{}) {
+	total, records := 0, 0
 	var arrived []<-chan struct{}
 	for i := range parts {
 		fp := &parts[i]
@@ -134,11 +136,12 @@ func (c *conn) fill(parts []fetchPart, maxBytes int, version int16) (int, []<-ch
 		}
 		rp.RecordBatches = encodeRecords(msgs)
 		total += len(rp.RecordBatches)
+		records += len(msgs)
 		if len(msgs) == 0 {
 			arrived = append(arrived, ch)
 		}
 	}
-	return total, arrived
+	return total, records, arrived
 }
 
 // logStart is the earliest Kafka offset a topic may still hold.

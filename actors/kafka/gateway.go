@@ -22,7 +22,10 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/raidq/raidq"
+	"github.com/raidq/raidq/actors/metrics"
 	"github.com/raidq/raidq/bus/meta"
 )
 
@@ -63,6 +66,8 @@ type Config struct {
 	ProduceTimeout time.Duration
 	// Logger receives the gateway's logs (default slog.Default()).
 	Logger *slog.Logger
+	// Metrics receives the gateway's metrics (raidq_kafka_*; nil: none).
+	Metrics prometheus.Registerer
 }
 
 // Authorizer authenticates Kafka users and decides what they may do
@@ -134,6 +139,7 @@ type Gateway struct {
 	// auths bounds concurrent password checks (bcrypt costs ~50 ms of
 	// CPU each): a flood of logins must not starve the data path.
 	auths chan struct{}
+	m     *metrics.Kafka // nil: no metrics
 
 	mu    sync.Mutex
 	conns map[*conn]struct{}
@@ -162,6 +168,10 @@ func Start(ctx context.Context, cfg Config) (*Gateway, error) {
 	}
 	g := &Gateway{cfg: cfg, log: cfg.Logger.With("component", "kafka", "gateway", cfg.ID), ln: ln, advertise: adv,
 		conns: make(map[*conn]struct{}), quit: make(chan struct{}), auths: make(chan struct{}, max(2, runtime.GOMAXPROCS(0)/2))}
+	if g.m, err = metrics.NewKafka(cfg.Metrics); err != nil {
+		_ = ln.Close()
+		return nil, err
+	}
 	if err := g.start(ctx); err != nil {
 		_ = ln.Close()
 		g.stopParts()
@@ -189,7 +199,7 @@ func (g *Gateway) start(ctx context.Context) error {
 		return err
 	}
 	g.prods = newProducers(g.cfg.Client, g.cfg.ProduceTimeout)
-	g.fetches = newSessions(g.cfg.Client, g.log)
+	g.fetches = newSessions(g.cfg.Client, g.log, g.m)
 	g.idem = newIdempotence()
 	return nil
 }
@@ -269,6 +279,7 @@ func (g *Gateway) track(nc net.Conn) bool {
 	}
 	c := newConn(g, nc)
 	g.conns[c] = struct{}{}
+	g.m.Connections(1)
 	g.wg.Add(1)
 	go func() {
 		defer g.wg.Done()
@@ -276,6 +287,7 @@ func (g *Gateway) track(nc net.Conn) bool {
 		g.mu.Lock()
 		delete(g.conns, c)
 		g.mu.Unlock()
+		g.m.Connections(-1)
 	}()
 	return true
 }

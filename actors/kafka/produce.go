@@ -188,6 +188,7 @@ func (c *conn) writeBatch(ctx context.Context, topic string, part int, b *kafkaw
 			c.log.Warn("kafka gateway: produce failed", "topic", topic, "partition", part, "records", end-start, "err", err)
 			return 0, sendErr(err), err
 		}
+		c.g.m.Records("produced", end-start)
 		if base < 0 {
 			base = kafkaOffset(pos)
 		}

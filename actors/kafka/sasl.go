@@ -85,6 +85,7 @@ func (c *conn) checkPlain(tok []byte) error {
 		}
 	}
 	if err != nil {
+		c.g.m.AuthFailed()
 		c.log.Warn("kafka gateway: SASL authentication failed", "user", user, "err", err)
 		return err
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/raidq/raidq"
+	"github.com/raidq/raidq/actors/metrics"
 )
 
 // Read sessions: a Kafka consumer fetches a partition at an offset, again
@@ -283,15 +284,16 @@ func (s *session) close() {
 type sessions struct {
 	c   *raidq.Client
 	log *slog.Logger
+	m   *metrics.Kafka
 
-	mu   sync.Mutex
-	m    map[sessionKey]*session
-	quit chan struct{}
-	done chan struct{}
+	mu    sync.Mutex
+	byKey map[sessionKey]*session
+	quit  chan struct{}
+	done  chan struct{}
 }
 
-func newSessions(c *raidq.Client, log *slog.Logger) *sessions {
-	ss := &sessions{c: c, log: log, m: map[sessionKey]*session{}, quit: make(chan struct{}), done: make(chan struct{})}
+func newSessions(c *raidq.Client, log *slog.Logger, m *metrics.Kafka) *sessions {
+	ss := &sessions{c: c, log: log, m: m, byKey: map[sessionKey]*session{}, quit: make(chan struct{}), done: make(chan struct{})}
 	go ss.reap()
 	return ss
 }
@@ -300,19 +302,20 @@ func newSessions(c *raidq.Client, log *slog.Logger) *sessions {
 // (and closing the one it replaces) if none does.
 func (ss *sessions) get(k sessionKey, grid uint64, delay time.Duration, off int64) (*session, error) {
 	ss.mu.Lock()
-	old := ss.m[k]
+	old := ss.byKey[k]
 	if old != nil && old.covers(off) {
 		ss.mu.Unlock()
 		return old, nil
 	}
-	delete(ss.m, k)
-	if len(ss.m) >= maxSessions {
+	delete(ss.byKey, k)
+	if len(ss.byKey) >= maxSessions {
 		ss.mu.Unlock()
 		return nil, fmt.Errorf("%w: %d", ErrTooManySessions, maxSessions)
 	}
 	ss.mu.Unlock()
 	if old != nil {
 		old.close()
+		ss.m.Sessions(-1)
 	}
 	s, err := startSession(ss.c, k.topic, k.part, grid, delay, off, ss.log)
 	if err != nil {
@@ -320,13 +323,14 @@ func (ss *sessions) get(k sessionKey, grid uint64, delay time.Duration, off int6
 	}
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
-	if cur := ss.m[k]; cur != nil {
+	if cur := ss.byKey[k]; cur != nil {
 		// A concurrent fetch of the same partition on the same
 		// connection started one first: keep one.
 		go s.close()
 		return cur, nil
 	}
-	ss.m[k] = s
+	ss.m.Sessions(1)
+	ss.byKey[k] = s
 	return s, nil
 }
 
@@ -341,16 +345,17 @@ func (ss *sessions) dropTopic(topic string) {
 func (ss *sessions) drop(match func(sessionKey) bool) {
 	ss.mu.Lock()
 	var gone []*session
-	for k, s := range ss.m {
+	for k, s := range ss.byKey {
 		if match(k) {
 			gone = append(gone, s)
-			delete(ss.m, k)
+			delete(ss.byKey, k)
 		}
 	}
 	ss.mu.Unlock()
 	for _, s := range gone {
 		s.close()
 	}
+	ss.m.Sessions(-len(gone))
 }
 
 func (ss *sessions) reap() {
@@ -363,7 +368,7 @@ func (ss *sessions) reap() {
 			return
 		case now := <-t.C:
 			ss.drop(func(k sessionKey) bool {
-				s := ss.m[k]
+				s := ss.byKey[k]
 				return s != nil && s.idle(now)
 			})
 		}

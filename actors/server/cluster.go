@@ -164,6 +164,9 @@ func (lc *LocalCluster) startKafka() error {
 	if ko.ID == "" {
 		ko.ID = "dev"
 	}
+	if ko.Metrics == nil {
+		ko.Metrics = lc.cfg.Metrics
+	}
 	c, err := lc.Connect(raidq.WithName("raidq-kafka-" + ko.ID))
 	if err != nil {
 		return fmt.Errorf("local cluster: kafka gateway: %w", err)

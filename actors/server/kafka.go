@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"log/slog"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/raidq/raidq"
 	"github.com/raidq/raidq/actors/kafka"
 	"github.com/raidq/raidq/bus/meta"
@@ -30,6 +32,9 @@ type KafkaOptions struct {
 	// Users authenticates Kafka clients with SASL PLAIN and enforces
 	// their topic roles (nil: no authentication).
 	Users kafka.Authorizer
+	// Metrics receives the gateway's raidq_kafka_* metrics (default: the
+	// node's or local cluster's registry; nil: none).
+	Metrics *prometheus.Registry
 }
 
 // Gateway is a running Kafka gateway and the client it reads and writes
@@ -69,11 +74,19 @@ func StartGateway(ctx context.Context, client *raidq.Client, store *meta.Store, 
 		o.BrokerID = -1
 	}
 	gw, err := kafka.Start(ctx, kafka.Config{Client: client, Meta: store, Cluster: cluster, Listen: o.Listen,
-		Advertise: o.Advertise, ID: o.ID, BrokerID: o.BrokerID, TLS: o.TLS, Users: o.Users, Logger: log})
+		Advertise: o.Advertise, ID: o.ID, BrokerID: o.BrokerID, TLS: o.TLS, Users: o.Users, Logger: log, Metrics: registerer(o.Metrics)})
 	if err != nil {
 		return nil, err
 	}
 	return &Gateway{gw: gw, client: client}, nil
+}
+
+// registerer is reg as a Registerer, nil (no metrics) for a nil registry.
+func registerer(reg *prometheus.Registry) prometheus.Registerer {
+	if reg == nil {
+		return nil
+	}
+	return reg
 }
 
 // startKafka starts the node's gateway (NodeOptions.Kafka) over a client
@@ -85,6 +98,9 @@ func (n *Node) startKafka(ctx context.Context) error {
 	}
 	if ko.ID == "" {
 		ko.ID = n.opts.ID
+	}
+	if ko.Metrics == nil {
+		ko.Metrics = n.opts.Metrics
 	}
 	c, err := raidq.ConnectConn(n.nc, raidq.WithCluster(n.opts.Cluster), raidq.WithLogger(n.opts.Logger),
 		raidq.WithName("raidq-kafka-"+ko.ID))

@@ -9,6 +9,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/raidq/raidq"
 )
 
@@ -20,6 +22,8 @@ type clientFlags struct {
 	timeout time.Duration
 	verbose bool
 	auth    clientAuthFlags // security_flags.go
+	// metrics, when set, receives the client's metrics (raidq kafka --metrics).
+	metrics *prometheus.Registry
 }
 
 func envOr(key, def string) string {
@@ -52,9 +56,13 @@ func (f *clientFlags) connect() (*raidq.Client, error) {
 	if f.timeout <= 0 {
 		return nil, fmt.Errorf("--timeout %v: must be positive", f.timeout)
 	}
-	c, err := raidq.Connect(f.url, raidq.WithCluster(f.cluster), raidq.WithAuth(f.auth.auth(f.creds)),
+	opts := []raidq.Option{raidq.WithCluster(f.cluster), raidq.WithAuth(f.auth.auth(f.creds)),
 		raidq.WithNATSOptions(newRefusalReporter(os.Stderr).option()),
-		raidq.WithTimeout(f.timeout), raidq.WithLogger(f.logger()), raidq.WithName("raidq-cli"))
+		raidq.WithTimeout(f.timeout), raidq.WithLogger(f.logger()), raidq.WithName("raidq-cli")}
+	if f.metrics != nil {
+		opts = append(opts, raidq.WithMetrics(f.metrics))
+	}
+	c, err := raidq.Connect(f.url, opts...)
 	if err != nil {
 		return nil, err
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/raidq/raidq/actors/metrics"
 	"github.com/raidq/raidq/actors/server"
 	"github.com/raidq/raidq/bus/meta"
 )
@@ -23,6 +24,7 @@ type kafkaFlags struct {
 	brokerID              int32
 	tlsCert, tlsKey       string
 	users                 string // auth file whose users SASL authenticates (node/dev: --auth's by default)
+	metrics               string // raidq kafka --metrics
 }
 
 func (k *kafkaFlags) register(f *pflag.FlagSet, prefix string) {
@@ -100,6 +102,7 @@ NATS with its own identity (--user of a user with the gateway role, or
 	k.register(f, "")
 	f.StringVar(&k.id, "id", "", "gateway id: stable across restarts, unique in the cluster (default: the hostname and port)")
 	f.StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn or error (text on stderr)")
+	f.StringVar(&k.metrics, "metrics", "", "serve Prometheus metrics (raidq_kafka_*, the client's) and /healthz on this address (host:port)")
 	return cmd
 }
 
@@ -121,6 +124,16 @@ func runKafka(cf *clientFlags, k *kafkaFlags, logLevel string) error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	if k.metrics != "" {
+		reg := metrics.NewProcessRegistry()
+		stopMetrics, err := metrics.ServeMetrics(k.metrics, reg)
+		if err != nil {
+			return fmt.Errorf("--metrics: %w", err)
+		}
+		defer stopMetrics()
+		o.Metrics = reg
+		cf.metrics = reg
+	}
 	c, err := cf.connect()
 	if err != nil {
 		return err
