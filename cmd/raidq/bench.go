@@ -19,6 +19,7 @@ import (
 type benchFlags struct {
 	cfg              bench.Config
 	vs, linger       string
+	kafkaLinger      string
 	quiet, direct    bool
 	pipeline, repeat int
 	o                benchOutput
@@ -64,6 +65,8 @@ func (b *benchFlags) register(cmd *cobra.Command) {
 	c := &b.cfg
 	f := cmd.Flags()
 	f.StringVar(&b.vs, "vs", "", "also run the workload against: jetstream (three nats-server processes, R3 stream)")
+	f.BoolVar(&c.VsKafka, "kafka", false, "also run the workload with kgo through a `raidq kafka` gateway in front of six fresh nodes, and compare CPU per message with the native producer (JSON: kafka_vs_native)")
+	f.StringVar(&b.kafkaLinger, "kafka-linger", "", "with --kafka: the kgo producer's linger (default: kgo's, 10ms)")
 	f.IntVar(&c.Messages, "messages", 20000, "messages to publish (per system)")
 	f.IntVar(&c.Size, "size", 1024, "message size in bytes")
 	f.IntVar(&c.Publishers, "publishers", 16, "concurrent publishers")
@@ -134,6 +137,14 @@ func (f *benchFlags) complete() error {
 	}
 	if f.repeat < 1 {
 		return fmt.Errorf("--repeat %d: must be >= 1", f.repeat)
+	}
+	cfg.KafkaLinger = -1
+	if f.kafkaLinger != "" {
+		d, err := time.ParseDuration(f.kafkaLinger)
+		if err != nil || d < 0 {
+			return fmt.Errorf("--kafka-linger %q: a duration >= 0", f.kafkaLinger)
+		}
+		cfg.KafkaLinger = d
 	}
 	if f.pipeline != 0 {
 		cfg.ProducerOptions = append(cfg.ProducerOptions, raidq.WithPipeline(f.pipeline))

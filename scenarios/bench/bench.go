@@ -70,6 +70,12 @@ type Config struct {
 	SlowDelay time.Duration // default 50ms
 
 	VsJetStream bool
+	// VsKafka also runs the workload with kgo through a Kafka gateway
+	// (kafka.go) and compares it with the native run.
+	VsKafka bool
+	// KafkaLinger is the kgo producer's linger (kgo.ProducerLinger);
+	// negative: kgo's default (10ms).
+	KafkaLinger time.Duration
 	// JetStreamOnly skips raidq (JetStream alone, for comparing baselines).
 	JetStreamOnly bool
 
@@ -163,10 +169,14 @@ type Report struct {
 	// slow-node p99 compares with healthy p99s of the same run (ratio
 	// "slow_p99_vs_healthy": against their mean) and a drift between the
 	// phases shows ("healthy_p99_after_vs_before").
-	RaidqHealthy      *Result            `json:"raidq_healthy,omitempty"`
-	RaidqHealthyAfter *Result            `json:"raidq_healthy_after,omitempty"`
-	JetStream         *Result            `json:"jetstream,omitempty"`
-	Ratio             map[string]float64 `json:"ratio,omitempty"`
+	RaidqHealthy      *Result `json:"raidq_healthy,omitempty"`
+	RaidqHealthyAfter *Result `json:"raidq_healthy_after,omitempty"`
+	JetStream         *Result `json:"jetstream,omitempty"`
+	// Kafka is the workload sent by kgo through a Kafka gateway (VsKafka);
+	// KafkaVsNative compares it with Raidq.
+	Kafka         *Result            `json:"kafka,omitempty"`
+	KafkaVsNative *KafkaComparison   `json:"kafka_vs_native,omitempty"`
+	Ratio         map[string]float64 `json:"ratio,omitempty"`
 	// Disk is the disk probe (Config.DiskProbe): 1, 3 and 6 writers.
 	Disk     []DiskProbe  `json:"disk_probe,omitempty"`
 	Workload WorkloadInfo `json:"workload"`
@@ -248,6 +258,12 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			return nil, err
 		}
 	}
+	if cfg.VsKafka && !cfg.JetStreamOnly {
+		if r.Kafka, err = runKafka(ctx, &cfg, filepath.Join(dir, "kafka")); err != nil {
+			return nil, err
+		}
+		cfg.logf("%s", r.Kafka)
+	}
 	if cfg.VsJetStream || cfg.JetStreamOnly {
 		if r.JetStream, err = runJetStream(ctx, &cfg, dir); err != nil {
 			return nil, err
@@ -258,6 +274,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		r.Ratio = ratios(r.Raidq, r.JetStream)
 	}
 	r.slowRatios()
+	r.compareKafka()
 	return r, nil
 }
 
@@ -434,6 +451,7 @@ func (r *Report) PrintTable(w io.Writer) {
 	printWorkload(w, r.Workload)
 	cols, head := r.columns()
 	r.printMetrics(w, cols, head)
+	r.KafkaVsNative.print(w)
 	r.printNotes(w)
 	printSetups(w, cols)
 }
@@ -463,7 +481,7 @@ func printWorkload(w io.Writer, wl WorkloadInfo) {
 func (r *Report) columns() ([]*Result, string) {
 	var cols []*Result
 	head := "metric"
-	for _, res := range []*Result{r.RaidqHealthy, r.Raidq, r.RaidqHealthyAfter, r.JetStream} {
+	for _, res := range []*Result{r.RaidqHealthy, r.Raidq, r.RaidqHealthyAfter, r.Kafka, r.JetStream} {
 		if res != nil {
 			cols = append(cols, res)
 			head += "\t" + res.System

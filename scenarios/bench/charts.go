@@ -19,6 +19,7 @@ var systemColor = map[string]color.Color{
 	"raidq-healthy":       color.RGBA{R: 0x2c, G: 0xa0, B: 0x2c, A: 0xff},
 	"raidq-healthy-after": color.RGBA{R: 0x94, G: 0x67, B: 0xbd, A: 0xff},
 	"jetstream":           color.RGBA{R: 0xd6, G: 0x27, B: 0x28, A: 0xff},
+	"kafka":               color.RGBA{R: 0xff, G: 0x7f, B: 0x0e, A: 0xff},
 }
 
 // WriteCharts writes PNG charts of the run to dir, each file name starting
@@ -31,7 +32,7 @@ func (r *Report) WriteCharts(dir, prefix string) ([]string, error) {
 		return nil, err
 	}
 	var results []*Result
-	for _, res := range []*Result{r.RaidqHealthy, r.Raidq, r.RaidqHealthyAfter, r.JetStream} {
+	for _, res := range []*Result{r.RaidqHealthy, r.Raidq, r.RaidqHealthyAfter, r.Kafka, r.JetStream} {
 		if res != nil && len(res.acks) > 0 {
 			results = append(results, res)
 		}

@@ -79,13 +79,16 @@ func spreads(runs []*Report) map[string]Spread {
 func (s *Series) PrintSummary(w io.Writer) {
 	for i, r := range s.Runs {
 		line := fmt.Sprintf("run %d:", i+1)
-		for _, res := range []*Result{r.Raidq, r.JetStream} {
+		for _, res := range []*Result{r.Raidq, r.Kafka, r.JetStream} {
 			if res != nil {
 				line += fmt.Sprintf(" %s %.0f msgs/s p99 %.2f ms;", res.System, res.ThroughputMsgsS, res.AckP99Ms)
 			}
 		}
 		if v, ok := r.Ratio["throughput_msgs_s"]; ok {
 			line += fmt.Sprintf(" throughput ratio %.2fx", v)
+		}
+		if v, ok := r.Ratio["kafka_cpu_ratio"]; ok {
+			line += fmt.Sprintf(" kafka CPU ratio %.2fx", v)
 		}
 		if v, ok := r.Ratio["slow_p99_vs_healthy"]; ok {
 			line += fmt.Sprintf(" slow/healthy p99 %.2fx", v)

@@ -24,7 +24,8 @@
 // Two readers also run through the faults: an in-process live reader
 // (live.go) and a live consumer group of two `raidq consume --group`
 // processes (group.go); each must deliver every acked record, and no
-// group member may exit by itself.
+// group member may exit by itself. The kafka drill (kafka.go) writes and
+// reads with kgo through two `raidq kafka` gateway processes instead.
 //
 // For every lost record the drill stops the nodes and opens each node's
 // slot store to list which node holds which shard of the record's stripe
@@ -177,8 +178,10 @@ type Report struct {
 	// Live is what a second consumer saw that read during the faults.
 	Live *LiveReport `json:"live,omitempty"`
 	// Group is what the live consumer group's member processes delivered
-	// (group.go).
+	// (group.go), or in the kafka drill the kgo group's members (kafka.go).
 	Group *GroupReport `json:"group,omitempty"`
+	// Kafka is what the kafka drill's gateways and kgo clients did.
+	Kafka *KafkaReport `json:"kafka,omitempty"`
 	// ShardsAtEnd counts the acked stripes by how many good shards of
 	// them the nodes hold after the drill, at their acked offset or at a
 	// full copy elsewhere (a rewrite or re-append), whichever holds more
@@ -289,6 +292,7 @@ type run struct {
 	live         *liveReader      // reads during the faults
 	liveInDoubts []inDoubt        // its in-doubt reports
 	group        *liveGroup       // the live consumer group's member processes
+	kafka        *kafkaDrill      // the kafka drill's gateways and kgo clients (instead of group)
 	groupDels    []memberDelivery // what the group delivered (set by groupVerdict)
 	rolling      *rollingResult   // the rolling scenario's findings
 	corrupt      *corruptResult   // the corrupt scenario's findings
@@ -333,6 +337,9 @@ func Run(ctx context.Context, cfg Config) (rep *Report, err error) {
 		if err := netCutPossible(); err != nil {
 			return skipped(rep, "needs root and iptables: "+err.Error()), nil
 		}
+	}
+	if r.plan.kafka && cfg.Docker != nil {
+		return skipped(rep, "the kafka drill runs its gateways as local processes (not with --docker)"), nil
 	}
 	r.be, err = r.newBackend(dir)
 	var skip *skipError
@@ -412,6 +419,9 @@ func (r *run) closeRunning() {
 	if r.group != nil {
 		r.group.close()
 	}
+	if r.kafka != nil {
+		r.kafka.close()
+	}
 	if r.stopWatch != nil {
 		r.stopWatch()
 	}
@@ -429,7 +439,8 @@ func (r *run) describe(rep *Report) {
 }
 
 // setUp starts the cluster, connects the clients, creates the drill
-// topic and starts the live consumer group.
+// topic and starts the live consumer group (the kafka drill: its
+// gateways, kgo producer and kgo group).
 func (r *run) setUp(ctx context.Context) error {
 	if err := r.be.Start(ctx); err != nil {
 		return fmt.Errorf("start the cluster: %w", err)
@@ -441,6 +452,10 @@ func (r *run) setUp(ctx context.Context) error {
 		return err
 	}
 	var err error
+	if r.plan.kafka {
+		r.kafka, err = r.startKafka(ctx)
+		return err
+	}
 	r.group, err = r.startGroup()
 	return err
 }
@@ -472,6 +487,7 @@ type drained struct {
 	liveIDs     []inDoubt  // the live reader's in-doubt reports
 	liveCorrupt int        // the live reader's corrupt records
 	group       groupResult
+	kafka       kafkaDrained // the kafka drill's kgo group and gateways
 }
 
 // drainAll reads every partition to its end (rep.DrainS is how long
@@ -491,9 +507,12 @@ func (r *run) drainAll(ctx context.Context, rep *Report) (drained, error) {
 	want, late := r.hist.ackedSet(), time.Now().Add(30*time.Second)
 	d.live, d.liveIDs, d.liveCorrupt = r.live.stop(want, late)
 	r.live = nil
-	d.group = r.group.stop(want, late, func(got int) {
-		r.progress(Progress{Phase: "group", Expected: len(want), Got: got})
-	})
+	progress := func(got int) { r.progress(Progress{Phase: "group", Expected: len(want), Got: got}) }
+	if r.kafka != nil {
+		d.kafka = r.kafka.stop(want, late, progress)
+		return d, nil
+	}
+	d.group = r.group.stop(want, late, progress)
 	r.group = nil
 	return d, nil
 }
@@ -518,7 +537,11 @@ func (r *run) waitRepair(ctx context.Context, rep *Report, watch *repairWatch) {
 func (r *run) judge(rep *Report, sc scenario, d drained) {
 	r.verdict(rep, d.dels)
 	r.liveVerdict(rep, d.live, d.liveIDs, d.liveCorrupt)
-	r.groupVerdict(rep, d.group)
+	if r.kafka != nil {
+		r.kafkaVerdict(rep, d.kafka, d.dels)
+	} else {
+		r.groupVerdict(rep, d.group)
+	}
 	r.clientMetrics(rep)
 	if rep.Lost > 0 {
 		rep.LostRecords = r.analyzeLost(rep)

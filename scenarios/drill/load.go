@@ -110,6 +110,27 @@ func classify(err error) (cls string, unknown bool) {
 
 // outcome records the result of send seq of producer prod.
 func (h *history) outcome(prod, seq int, m raidq.Message, err error) {
+	if err != nil {
+		cls, unknown := classify(err)
+		h.outcomeClass(prod, seq, cls, unknown, err)
+		return
+	}
+	now := time.Since(h.start).Nanoseconds()
+	p := h.prods[prod]
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.frozen || seq >= len(p.recs) || p.recs[seq].status != statusPending {
+		return
+	}
+	rec := &p.recs[seq]
+	rec.done, rec.status = now, statusAcked
+	rec.part, rec.off, rec.idx = int32(m.Partition), m.Position.Offset, uint32(m.Position.Index)
+	rec.stripe = m.Stripe.String()
+}
+
+// outcomeClass records that send seq of producer prod failed with err of
+// class cls: unknown if it may have committed, else failed.
+func (h *history) outcomeClass(prod, seq int, cls string, unknown bool, err error) {
 	now := time.Since(h.start).Nanoseconds()
 	p := h.prods[prod]
 	p.mu.Lock()
@@ -119,14 +140,6 @@ func (h *history) outcome(prod, seq int, m raidq.Message, err error) {
 	}
 	rec := &p.recs[seq]
 	rec.done = now
-	if err == nil {
-		rec.status = statusAcked
-		rec.part, rec.off, rec.idx = int32(m.Partition), m.Position.Offset, uint32(m.Position.Index)
-		rec.stripe = m.Stripe.String()
-		p.mu.Unlock()
-		return
-	}
-	cls, unknown := classify(err)
 	rec.status, rec.errCls = statusFailed, cls
 	if unknown {
 		rec.status = statusUnknown

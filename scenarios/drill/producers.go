@@ -16,7 +16,11 @@ import (
 // stripes just before the topic's creation time).
 func (r *run) connect(ctx context.Context) error {
 	url := r.be.ClientURL(r.plan.stable())
-	for i := range r.plan.producers {
+	native := r.plan.producers
+	if r.plan.kafka {
+		native = 0 // the kgo producer instead (kafka_clients.go)
+	}
+	for i := range native {
 		opts := append(r.clientOpts(fmt.Sprintf("raidq-drill-p%d", i)), raidq.WithMetrics(r.reg))
 		if clock := r.plan.clock(i); clock != nil {
 			opts = append(opts, raidq.WithClock(clock))
@@ -50,6 +54,9 @@ func (r *run) closeClients() {
 // load runs the producers for cfg.Duration while the fault schedule runs,
 // then flushes them and waits for the schedule to finish.
 func (r *run) load(ctx context.Context) error {
+	if r.kafka != nil {
+		return r.kafkaLoad(ctx)
+	}
 	clients := r.pclients
 	r.pclients = nil
 	defer func() {
@@ -108,6 +115,9 @@ func (r *run) startLoad(ctx context.Context) (<-chan struct{}, error) {
 	if r.group != nil {
 		r.group.setStart(r.start, r.hist)
 	}
+	if r.kafka != nil {
+		r.kafka.group.setStart(r.start, r.hist)
+	}
 	r.event("info", "load starts: %d producers, %d msgs/s, %d-byte messages, %s", n, r.cfg.Rate, r.cfg.Size, r.cfg.Duration)
 	watchStop := make(chan struct{})
 	watchDone := make(chan struct{})
@@ -123,7 +133,23 @@ func (r *run) startLoad(ctx context.Context) (<-chan struct{}, error) {
 // cfg.Duration or until ctx ends, reporting progress; it returns once
 // every producer has stopped sending.
 func (r *run) runProducers(ctx context.Context, prods []*raidq.Producer) {
-	n := r.plan.producers
+	h := r.hist
+	r.runSenders(ctx, len(prods), func(pi int, value []byte, seq int, release func()) {
+		prods[pi].Produce(context.Background(), raidq.Message{Value: value}, func(m raidq.Message, err error) {
+			h.outcome(pi, seq, m, err)
+			release()
+		})
+	})
+}
+
+// sendFunc hands send seq of sender pi, value, to a client; release must
+// be called once the send's outcome is recorded.
+type sendFunc func(pi int, value []byte, seq int, release func())
+
+// runSenders runs n paced senders (produce) through send, at cfg.Rate in
+// total, for cfg.Duration or until ctx ends, reporting progress; it
+// returns once every sender has stopped.
+func (r *run) runSenders(ctx context.Context, n int, send sendFunc) {
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	pad := make([]byte, r.cfg.Size)
@@ -131,11 +157,11 @@ func (r *run) runProducers(ctx context.Context, prods []*raidq.Producer) {
 		pad[i] = 'a' + byte(i%26)
 	}
 	interval := time.Duration(float64(time.Second) * float64(n) / float64(r.cfg.Rate))
-	for pi, p := range prods {
+	for pi := range n {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			r.produce(pi, p, interval, pad, stop)
+			r.produce(pi, n, send, interval, pad, stop)
 		}()
 	}
 	tick := time.NewTicker(200 * time.Millisecond)
@@ -183,13 +209,15 @@ func (r *run) flushProducers(ctx context.Context, prods []*raidq.Producer) {
 	r.progress(Progress{Phase: "load", Elapsed: r.cfg.Duration, Acked: a, Failed: f})
 }
 
-// produce sends at a steady pace (one message per interval) with at most
-// cfg.Window in flight, until stop closes. A producer that fell more than
-// a second behind (its window was full) skips ahead instead of bursting.
-func (r *run) produce(pi int, p *raidq.Producer, interval time.Duration, pad []byte, stop <-chan struct{}) {
+// produce runs sender pi (of n): it sends at a steady pace (one message
+// per interval) with at most cfg.Window in flight, until stop closes. A
+// sender that fell more than a second behind (its window was full) skips
+// ahead instead of bursting.
+func (r *run) produce(pi, n int, send sendFunc, interval time.Duration, pad []byte, stop <-chan struct{}) {
 	h := r.hist
 	sem := make(chan struct{}, r.cfg.Window)
-	next := r.start.Add(interval * time.Duration(pi) / time.Duration(max(1, r.plan.producers)))
+	release := func() { <-sem }
+	next := r.start.Add(interval * time.Duration(pi) / time.Duration(max(1, n)))
 	timer := time.NewTimer(0)
 	<-timer.C
 	for {
@@ -208,10 +236,7 @@ func (r *run) produce(pi int, p *raidq.Producer, interval time.Duration, pad []b
 		}
 		now := time.Now()
 		seq := h.attempt(pi, now)
-		p.Produce(context.Background(), raidq.Message{Value: value(pi, seq, now, r.cfg.Size, pad)}, func(m raidq.Message, err error) {
-			h.outcome(pi, seq, m, err)
-			<-sem
-		})
+		send(pi, value(pi, seq, now, r.cfg.Size, pad), seq, release)
 		next = next.Add(interval)
 		if behind := time.Since(next); behind > time.Second {
 			next = time.Now()

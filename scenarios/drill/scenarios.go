@@ -32,6 +32,7 @@ type plan struct {
 	steps     []step
 	notes     []string
 	onExit    func(ctx context.Context, x exitInfo) bool
+	kafka     bool     // Kafka clients through gateways instead of native producers and group (kafka.go)
 	marks     sync.Map // name -> time.Duration since the load start
 
 	// needNet: the scenario cannot run without iptables isolation (Run
@@ -72,6 +73,8 @@ var scenarioList = []scenario{
 	{name: "corrupt", about: "stop a node, flip bytes in its LevelDB files, restart it: it refuses clearly (then it is wiped) or serves",
 		setup: setupCorrupt, check: checkCorrupt},
 	{name: "wipe", about: "SIGKILL a node, erase its data directory, bring it back as a new incarnation", setup: setupWipe},
+	{name: "kafka", about: "kill-2 under Kafka clients: a kgo producer and a kgo group of 2 through 2 `raidq kafka` gateways",
+		setup: setupKafka},
 }
 
 // Names lists the scenarios.
