@@ -38,9 +38,11 @@ type ReaderConfig struct {
 	// DedupeHorizon: stripe ids are remembered for this many ns of offsets
 	// (default 150 s: longer than Kafka's default delivery.timeout.ms,
 	// 120 s, so a client's retry of a batch under the same stripe id is
-	// dropped). The ids are kept uncapped (seen, seenQ; reader_drain.go
-	// prune), some 90 bytes per stripe of the horizon: 135 MB per
-	// partition reader at 10,000 stripes/s.
+	// dropped). The ids cost some 90 bytes per stripe of the horizon
+	// (seen, seenQ; reader_drain.go prune) and are capped at MaxSeenIDs:
+	// past it the oldest are forgotten, so at more than about 7,000
+	// stripes/s on one partition the horizon shrinks rather than memory
+	// growing (about 95 MB per partition reader at the cap).
 	DedupeHorizon uint64
 	// SkipBehind: a reader more than this far behind now-D probes for the
 	// next occupied offset and jumps over empty time (0: never). It must

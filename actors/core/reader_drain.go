@@ -178,6 +178,9 @@ func (r *Reader) emit(rw *row, g *group, from Position, late bool, out *Output) 
 	}
 	r.seen[g.ref.ID] = rw.offset
 	r.seenQ = append(r.seenQ, seenEntry{off: rw.offset, id: g.ref.ID})
+	if len(r.seenQ) > MaxSeenIDs {
+		r.forgetOldest()
+	}
 	for i, rec := range recs {
 		pos := Position{Offset: rw.offset, Index: uint32(i)}
 		if pos.Less(from) {
@@ -186,6 +189,24 @@ func (r *Reader) emit(rw *row, g *group, from Position, late bool, out *Output) 
 		out.Deliveries = append(out.Deliveries, Delivery{Pos: pos, Stripe: g.ref.ID, Record: rec, Late: late})
 	}
 	return true
+}
+
+// MaxSeenIDs caps the stripe ids a reader remembers for dedupe
+// (ReaderConfig.DedupeHorizon).
+const MaxSeenIDs = 1 << 20
+
+// forgetOldest drops the oldest remembered stripe id (the cap was reached).
+func (r *Reader) forgetOldest() {
+	e := r.seenQ[0]
+	if r.seen[e.id] == e.off {
+		delete(r.seen, e.id)
+	}
+	r.seenQ = r.seenQ[1:]
+	r.seenDropped++
+	if r.seenDropped >= len(r.seenQ) {
+		r.seenQ = append(make([]seenEntry, 0, len(r.seenQ)+len(r.seenQ)/2+16), r.seenQ...)
+		r.seenDropped = 0
+	}
 }
 
 // prune forgets stripe ids older than the dedupe horizon. It drops the
