@@ -57,6 +57,7 @@ type session struct {
 	grid     uint64
 	delay    time.Duration // the topic's read delay D
 	lastIn   time.Time     // when a record last reached the buffer
+	started  time.Time     // when the session started
 
 	doubt     map[uint64]bool // unresolved in-doubt stripe offsets at or above high
 	held      []raidq.Message // decoded records above the lowest in-doubt offset
@@ -66,7 +67,8 @@ type session struct {
 
 func startSession(c *raidq.Client, topic string, part int, grid uint64, delay time.Duration, off int64, log *slog.Logger) (*session, error) {
 	pos := position(off, grid)
-	s := &session{log: log, floor: off, high: off, used: time.Now(), arrived: make(chan struct{}),
+	now := time.Now()
+	s := &session{log: log, floor: off, high: off, used: now, lastIn: now, started: now, arrived: make(chan struct{}),
 		grid: grid, delay: delay, doubt: map[uint64]bool{}}
 	cons, err := c.Consumer(topic, raidq.WithPartitions(part), raidq.WithStart(time.Unix(0, int64(pos.Offset))),
 		raidq.WithBuffer(1024), raidq.WithReports(s.report))
@@ -253,14 +255,17 @@ func (s *session) take(off int64, maxBytes int) ([]raidq.Message, int64, <-chan 
 const caughtUpQuiet = 100 * time.Millisecond
 
 // watermark is the high watermark the fetch reports: the offset after the
-// newest record buffered once the reader has read up to about now - D
-// and nothing is arriving (a client at it is at the end, so kcat -e
-// exits), else the newest offset that can hold records (now - D), so a
-// client behind the reader does not take itself for caught up. Called
-// with s.mu held.
+// newest record buffered once the reader has handed over everything up
+// to the session's start (every record acked before the client began
+// reading: so kcat -e exits after them, about D after it starts) and is
+// within a second of now - D, with nothing arriving; else the newest
+// offset that can hold records (now - D), so a client behind the reader
+// does not take itself for caught up. Records acked in the last D are
+// not counted yet. Called with s.mu held.
 func (s *session) watermark() int64 {
 	now := time.Now()
-	if lag := s.cons.Lag(); len(lag) == 1 && lag[0].Behind < time.Second && now.Sub(s.lastIn) >= caughtUpQuiet {
+	if lag := s.cons.Lag(); len(lag) == 1 && lag[0].Behind < time.Second && !lag[0].ReadTo.Before(s.started) &&
+		now.Sub(s.lastIn) >= caughtUpQuiet {
 		return s.high
 	}
 	return max(s.high, timeOffset(now.Add(-s.delay), s.grid))
