@@ -30,12 +30,17 @@ import (
 // at the end of the test. extra supplies further options (Repair).
 func startMesh(t *testing.T, log *slog.Logger, clusterName string, servers int, extra server.NodeOptions) []*server.Node {
 	t.Helper()
-	ports, err := cluster.FreePorts(servers)
+	// The client ports are picked here too, not left to the kernel
+	// (":-1"): a server's random client port can be a cluster port just
+	// released by FreePorts, and the server that needs it then has no
+	// route listener ("bind: address already in use") and no meta leader
+	// for MetaTimeout. Picked together, the ports differ from each other.
+	ports, err := cluster.FreePorts(2 * servers) // cluster ports, then client ports
 	if err != nil {
 		t.Fatal(err)
 	}
 	var routes []string
-	for _, p := range ports {
+	for _, p := range ports[:servers] {
 		routes = append(routes, fmt.Sprintf("nats-route://127.0.0.1:%d", p))
 	}
 	base := t.TempDir()
@@ -48,7 +53,7 @@ func startMesh(t *testing.T, log *slog.Logger, clusterName string, servers int, 
 			defer wg.Done()
 			o := extra
 			o.ID, o.DataDir, o.Cluster = fmt.Sprintf("s%d", i), filepath.Join(base, fmt.Sprint(i)), clusterName
-			o.Listen, o.ClusterListen, o.Routes = "127.0.0.1:-1", fmt.Sprintf("127.0.0.1:%d", ports[i]), routes
+			o.Listen, o.ClusterListen, o.Routes = fmt.Sprintf("127.0.0.1:%d", ports[servers+i]), fmt.Sprintf("127.0.0.1:%d", ports[i]), routes
 			o.Insecure, o.NoSync, o.MetaTimeout, o.Logger = true, true, 45*time.Second, log
 			nodes[i], errs[i] = server.StartNode(o)
 		}()
