@@ -92,7 +92,7 @@ func (s *Store) bind(ctx context.Context) error {
 	var err error
 	if s.opts.Create {
 		s.meta, err = s.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: metaBucket(s.cluster),
-			Description: "raidq metadata: members, topics", Replicas: s.opts.Replicas, History: 1,
+			Description: "raidq metadata: members, topics", Replicas: s.replicas(ctx, metaBucket(s.cluster)), History: 1,
 			MaxValueSize: MaxRecord, Storage: jetstream.FileStorage})
 		if err == nil {
 			err = s.bindGroups(ctx)
@@ -110,6 +110,23 @@ func (s *Store) bind(ctx context.Context) error {
 		return fmt.Errorf("%w: JetStream is not enabled on this NATS system: %v", ErrNoMetadata, err)
 	}
 	return err
+}
+
+// replicas is the replica count to create or update bucket with: the
+// configured one, but never fewer than an existing bucket has. A node
+// started while a server is down counts fewer servers (a replacement
+// node most of all), and updating the bucket with that count would
+// shrink it for good.
+func (s *Store) replicas(ctx context.Context, bucket string) int {
+	st, err := s.js.Stream(ctx, "KV_"+bucket)
+	if err != nil {
+		return s.opts.Replicas
+	}
+	if have := st.CachedInfo().Config.Replicas; have > s.opts.Replicas {
+		s.opts.Logger.Info("metadata: keeping the bucket's replicas", "bucket", bucket, "replicas", have, "asked", s.opts.Replicas)
+		return have
+	}
+	return s.opts.Replicas
 }
 
 // bindGroups binds the groups bucket, creating it if it is missing, and
