@@ -70,6 +70,10 @@ func (c *conn) unsupported(req *kafkawire.Request) kmsg.Response {
 
 // handle answers one decoded request (nil: no response).
 func (c *conn) handle(req *kafkawire.Request) kmsg.Response {
+	if resp, ok := c.refuseTxn(req.Body); ok {
+		c.log.Info("kafka gateway: refusing a transaction request (transactions are not supported)", "api", kmsg.NameForKey(req.Key))
+		return resp
+	}
 	ctx, cancel := context.WithCancel(WithClient(context.Background(), req.ClientID, c.remote))
 	defer cancel()
 	if req.Key != kmsg.JoinGroup.Int16() && req.Key != kmsg.SyncGroup.Int16() {

@@ -106,7 +106,7 @@ func (c *conn) serve() {
 		if !c.authed {
 			limit = min(limit, preAuthMaxBytes)
 		}
-		req, err := kafkawire.ReadServedRequest(br, limit, served)
+		req, err := kafkawire.ReadServedRequest(br, limit, decoded)
 		if err != nil {
 			c.readFailed(err)
 			return

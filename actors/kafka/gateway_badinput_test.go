@@ -110,3 +110,32 @@ func TestGatewayBadInput(t *testing.T) {
 		t.Fatalf("read %d records, want 1", fs.NumRecords())
 	}
 }
+
+// TestGatewayRefusesTransactions: a transaction request (never offered in
+// ApiVersions) is answered UNSUPPORTED_VERSION and the connection stays.
+func TestGatewayRefusesTransactions(t *testing.T) {
+	_, _, addr := startKafka(t, 1)
+	conn, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	end := kmsg.NewPtrEndTxnRequest()
+	end.SetVersion(1)
+	end.TransactionalID, end.ProducerID, end.Commit = "tx", 1, true
+	body := rawRoundTrip(t, conn, end, 1)
+	resp := kmsg.NewPtrEndTxnResponse()
+	resp.SetVersion(1)
+	if err := resp.ReadFrom(body[4:]); err != nil {
+		t.Fatal(err)
+	}
+	if resp.ErrorCode != kerr.UnsupportedVersion.Code {
+		t.Fatalf("EndTxn answered %v, want UNSUPPORTED_VERSION", kerr.ErrorForCode(resp.ErrorCode))
+	}
+	av := kmsg.NewPtrApiVersionsRequest()
+	av.SetVersion(0)
+	body = rawRoundTrip(t, conn, av, 2)
+	if got := int32(binary.BigEndian.Uint32(body[:4])); got != 2 {
+		t.Fatalf("after EndTxn the connection answered correlation %d, want 2", got)
+	}
+}
