@@ -23,7 +23,8 @@ import (
 )
 
 // TestKafkaKillTwoIdempotent: six `raidq node` processes behind two
-// `raidq kafka` gateway processes; an idempotent kgo producer (acks=all,
+// gateways, a stateless `raidq kafka` process and the one inside node 0
+// (`raidq node --kafka-listen`); an idempotent kgo producer (acks=all,
 // both gateways as seeds) sends 20,000 records while two storage nodes
 // are SIGKILLed; every record is acked, and a three-member kgo group reads
 // every acked value back.
@@ -34,12 +35,23 @@ func TestKafkaKillTwoIdempotent(t *testing.T) {
 	}
 	start := time.Now()
 	bin := testBinary(t)
-	c := cluster.Start(t, cluster.Config{Binary: bin, Dir: t.TempDir(), Nodes: 6, Args: []string{"--no-fsync"}})
+	port, err := cluster.FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	inNode := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+	c := cluster.Start(t, cluster.Config{Binary: bin, Dir: t.TempDir(), Nodes: 6, Args: []string{"--no-fsync"},
+		NodeArgs: func(i int) []string {
+			if i == 0 {
+				return []string{"--kafka-listen", inNode}
+			}
+			return nil
+		}})
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	waitMembers(ctx, t, c)
 	createTopic(ctx, t, c.URL(), "orders", 3)
-	gws := []*cluster.Gateway{c.StartGateway(t, "gw0"), c.StartGateway(t, "gw1")}
+	gws := []*cluster.Gateway{c.StartGateway(t, "gw0"), {ID: c.Node(0).ID, Addr: inNode}}
 	seeds := waitGateways(ctx, t, gws, "orders")
 	t.Logf("six nodes, two gateways and the topic are up after %v", time.Since(start).Round(time.Millisecond))
 
