@@ -20,6 +20,7 @@ type benchFlags struct {
 	cfg              bench.Config
 	vs, linger       string
 	kafkaLinger      string
+	kafkaInflight    int
 	quiet, direct    bool
 	pipeline, repeat int
 	o                benchOutput
@@ -67,6 +68,7 @@ func (b *benchFlags) register(cmd *cobra.Command) {
 	f.StringVar(&b.vs, "vs", "", "also run the workload against: jetstream (three nats-server processes, R3 stream)")
 	f.BoolVar(&c.VsKafka, "kafka", false, "also run the workload with kgo through a `raidq kafka` gateway in front of six fresh nodes, and compare CPU per message with the native producer (JSON: kafka_vs_native)")
 	f.StringVar(&b.kafkaLinger, "kafka-linger", "", "with --kafka: the kgo producer's linger (default: kgo's, 10ms)")
+	f.IntVar(&b.kafkaInflight, "kafka-inflight", 0, "with --kafka: kgo's produce requests in flight per broker, 1..5 (default: kgo's, 5)")
 	f.IntVar(&c.Messages, "messages", 20000, "messages to publish (per system)")
 	f.IntVar(&c.Size, "size", 1024, "message size in bytes")
 	f.IntVar(&c.Publishers, "publishers", 16, "concurrent publishers")
@@ -138,6 +140,10 @@ func (f *benchFlags) complete() error {
 	if f.repeat < 1 {
 		return fmt.Errorf("--repeat %d: must be >= 1", f.repeat)
 	}
+	if f.kafkaInflight < 0 || f.kafkaInflight > 5 {
+		return fmt.Errorf("--kafka-inflight %d: 1..5 (an idempotent producer allows at most 5), 0 for kgo's default", f.kafkaInflight)
+	}
+	cfg.KafkaInflight = f.kafkaInflight
 	cfg.KafkaLinger = -1
 	if f.kafkaLinger != "" {
 		d, err := time.ParseDuration(f.kafkaLinger)

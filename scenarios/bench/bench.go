@@ -76,6 +76,10 @@ type Config struct {
 	// KafkaLinger is the kgo producer's linger (kgo.ProducerLinger);
 	// negative: kgo's default (10ms).
 	KafkaLinger time.Duration
+	// KafkaInflight bounds kgo's produce requests in flight per broker
+	// (max.in.flight.requests.per.connection; 0: kgo's default, 5 when
+	// idempotent).
+	KafkaInflight int
 	// JetStreamOnly skips raidq (JetStream alone, for comparing baselines).
 	JetStreamOnly bool
 

@@ -129,15 +129,22 @@ func kgoOptions(cfg *Config, addr string, batches *batchCounter) []kgo.Opt {
 	if cfg.KafkaLinger >= 0 {
 		opts = append(opts, kgo.ProducerLinger(cfg.KafkaLinger))
 	}
+	if cfg.KafkaInflight > 0 {
+		opts = append(opts, kgo.MaxProduceRequestsInflightPerBroker(cfg.KafkaInflight))
+	}
 	return opts
 }
 
 // kgoSetup describes the linger kgoOptions set.
 func kgoSetup(cfg *Config) string {
+	s := ", linger " + cfg.KafkaLinger.String()
 	if cfg.KafkaLinger < 0 {
-		return ", linger 10ms (kgo's default)"
+		s = ", linger 10ms (kgo's default)"
 	}
-	return ", linger " + cfg.KafkaLinger.String()
+	if cfg.KafkaInflight > 0 {
+		s += fmt.Sprintf(", %d produce requests in flight", cfg.KafkaInflight)
+	}
+	return s
 }
 
 // createBenchTopic creates the "bench" topic through a client of urls
