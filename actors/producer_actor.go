@@ -125,6 +125,9 @@ func newProducerActor(c *Client, t *meta.Topic, cfg ProducerConfig) *producerAct
 	a := &producerActor{c: c, topic: t, cfg: cfg, stripes: make(map[stripe.ID]*inflight), rnd: newRand(cfg.Seed),
 		m: c.metrics.Producer(t.Name), maxRecs: t.Params.MaxStripeRecords(stripe.MaxRecords)}
 	_, _ = rand.Read(a.id[:])
+	if a.id[0] == stripe.NumberedPrefix[0] {
+		a.id[0] ^= 0x80 // never a record-numbered id (stripe.Numbered): those are a Kafka producer's
+	}
 	a.parts = make([]*partState, t.Partitions)
 	for i := range a.parts {
 		wc := cfg.Writer

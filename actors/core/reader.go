@@ -193,6 +193,9 @@ type Reader struct {
 	// seenDropped counts entries resliced off seenQ's head since it was
 	// last copied down (prune).
 	seenDropped int
+	// seqs: the sequences delivered per record-numbered producer
+	// (reader_seqs.go).
+	seqs map[stripe.ProducerID]*seqMemory
 	// later indexes buffered decodable groups: stripe id -> highest offset.
 	later map[stripe.ID]uint64
 	// deferred holds in-doubt rows the reader moved past (reader_deferred.go).

@@ -181,7 +181,11 @@ func (r *Reader) emit(rw *row, g *group, from Position, late bool, out *Output) 
 	if len(r.seenQ) > MaxSeenIDs {
 		r.forgetOldest()
 	}
+	keep := r.freshRecords(g.ref.ID, rw.offset, len(recs)) // reader_seqs.go
 	for i, rec := range recs {
+		if keep != nil && !keep[i] {
+			continue // a record-numbered producer's sequence delivered before
+		}
 		pos := Position{Offset: rw.offset, Index: uint32(i)}
 		if pos.Less(from) {
 			continue // before the start position of a resumed reader
@@ -222,6 +226,7 @@ func (r *Reader) prune() {
 		}
 		cut++
 	}
+	r.pruneSeqs()
 	if cut == 0 {
 		return
 	}

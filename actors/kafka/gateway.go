@@ -136,6 +136,7 @@ type Gateway struct {
 	prods     *producers
 	fetches   *sessions
 	idem      *idempotence
+	merge     *merger
 	// auths bounds concurrent password checks (bcrypt costs ~50 ms of
 	// CPU each): a flood of logins must not starve the data path.
 	auths chan struct{}
@@ -201,6 +202,7 @@ func (g *Gateway) start(ctx context.Context) error {
 	g.prods = newProducers(g.cfg.Client, g.cfg.ProduceTimeout)
 	g.fetches = newSessions(g.cfg.Client, g.log, g.m)
 	g.idem = newIdempotence()
+	g.merge = newMerger(g.prods, g.cfg.ProduceTimeout, g.log)
 	return nil
 }
 
@@ -317,6 +319,9 @@ func (g *Gateway) stopParts() {
 	}
 	if g.prods != nil {
 		g.prods.close()
+	}
+	if g.merge != nil {
+		g.merge.wg.Wait()
 	}
 	if g.groups != nil {
 		_ = g.groups.Close()

@@ -153,11 +153,45 @@ func (c *conn) produceBatch(ctx context.Context, topic string, part int, b *kafk
 		if !first {
 			return e.wait(ctx)
 		}
-		off, code, err := c.writeBatch(ctx, topic, part, b, grid)
+		var off int64
+		var code int16
+		var err error
+		if msgs, size := kafkaMessages(b); len(msgs) <= grid && grid >= mergeMaxRecords && size <= maxStripeBytes {
+			off, code, err = c.g.merge.send(ctx, mergeKey{topic: topic, part: int32(part), pid: b.ProducerID, epoch: b.ProducerEpoch},
+				b.BaseSequence, msgs, size)
+			if code == 0 {
+				c.g.m.Records("produced", len(msgs))
+			}
+		} else {
+			off, code, err = c.writeBatch(ctx, topic, part, b, grid)
+		}
 		e.resolve(off, code, err)
 		return off, code, err
 	}
 	return c.writeBatch(ctx, topic, part, b, grid)
+}
+
+// kafkaMessages turns a batch's records into raidq messages and sizes
+// them as chunkEnd does.
+func kafkaMessages(b *kafkawire.Batch) ([]raidq.Message, int) {
+	msgs := make([]raidq.Message, len(b.Records))
+	size := 0
+	for i, r := range b.Records {
+		msgs[i] = raidq.Message{Key: r.Key, Value: r.Value, Headers: headers(r.Headers)}
+		if r.Timestamp >= 0 {
+			msgs[i].Time = time.UnixMilli(r.Timestamp)
+		}
+		size += recordBytes(&msgs[i])
+	}
+	return msgs, size
+}
+
+func recordBytes(m *raidq.Message) int {
+	n := len(m.Key) + len(m.Value) + 16
+	for _, h := range m.Headers {
+		n += len(h.Name) + len(h.Value) + 8
+	}
+	return n
 }
 
 // writeBatch sends a batch as stripes of at most grid records: an
@@ -169,13 +203,7 @@ func (c *conn) writeBatch(ctx context.Context, topic string, part int, b *kafkaw
 	if err != nil {
 		return 0, sendErr(err), err
 	}
-	msgs := make([]raidq.Message, len(b.Records))
-	for i, r := range b.Records {
-		msgs[i] = raidq.Message{Key: r.Key, Value: r.Value, Headers: headers(r.Headers)}
-		if r.Timestamp >= 0 {
-			msgs[i].Time = time.UnixMilli(r.Timestamp)
-		}
-	}
+	msgs, _ := kafkaMessages(b)
 	base := int64(-1)
 	for start := 0; start < len(msgs); {
 		end := chunkEnd(msgs, start, grid)
@@ -206,10 +234,7 @@ const maxStripeBytes = 1 << 20
 func chunkEnd(msgs []raidq.Message, start, grid int) int {
 	end, size := start, 0
 	for end < len(msgs) && end-start < grid {
-		n := len(msgs[end].Key) + len(msgs[end].Value) + 16
-		for _, h := range msgs[end].Headers {
-			n += len(h.Name) + len(h.Value) + 8
-		}
+		n := recordBytes(&msgs[end])
 		if end > start && size+n > maxStripeBytes {
 			break
 		}
