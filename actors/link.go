@@ -76,6 +76,10 @@ type link struct {
 	sub   *nats.Subscription
 	done  chan struct{}
 	wg    sync.WaitGroup
+	// replying counts replies being delivered by the subscription's
+	// goroutine (added under mu while not closed): close waits for them,
+	// so no reply reaches an actor system its client is shutting down.
+	replying sync.WaitGroup
 
 	mu      sync.Mutex
 	seq     uint64
@@ -207,14 +211,16 @@ func (l *link) onReply(m *nats.Msg) {
 	}
 	l.mu.Lock()
 	p, ok := l.pending[seq]
-	if !ok {
+	if !ok || l.closed {
 		l.mu.Unlock()
-		return // timed out already
+		return // timed out already, or closing (close delivers what is pending)
 	}
 	delete(l.pending, seq)
 	rtt := time.Since(p.sent)
 	l.rtt = (l.rtt*7 + rtt) / 8
+	l.replying.Add(1)
 	l.mu.Unlock()
+	defer l.replying.Done()
 	res := &LinkResult{Tag: p.tag, Data: m.Data, RTT: rtt}
 	if len(m.Data) == 0 && m.Header.Get("Status") == "503" {
 		res.Data, res.Err = nil, fmt.Errorf("node %s: %w", l.node, ErrNoResponders)
@@ -266,6 +272,7 @@ func (l *link) close() {
 	_ = l.sub.Unsubscribe()
 	close(l.done)
 	l.wg.Wait()
+	l.replying.Wait()
 	for _, p := range pending {
 		l.deliver(p, &LinkResult{Tag: p.tag, Err: fmt.Errorf("link to %s: %w", l.node, ErrLinkClosed)})
 	}
