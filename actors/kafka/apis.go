@@ -122,34 +122,17 @@ func (c *conn) handle(req *kafkawire.Request) kmsg.Response {
 // after checking the user may use the group.
 func (c *conn) handleGroup(ctx context.Context, req *kafkawire.Request) kmsg.Response {
 	gc := c.g.groups
+	if resp := c.memberRefused(req.Body); resp != nil {
+		return resp
+	}
 	switch r := req.Body.(type) {
 	case *kmsg.JoinGroupRequest:
-		if !c.groupAllowed(r.Group) {
-			resp := r.ResponseKind().(*kmsg.JoinGroupResponse)
-			resp.ErrorCode = kerr.GroupAuthorizationFailed.Code
-			return resp
-		}
 		return gc.JoinGroup(ctx, r)
 	case *kmsg.SyncGroupRequest:
-		if !c.groupAllowed(r.Group) {
-			resp := r.ResponseKind().(*kmsg.SyncGroupResponse)
-			resp.ErrorCode = kerr.GroupAuthorizationFailed.Code
-			return resp
-		}
 		return gc.SyncGroup(ctx, r)
 	case *kmsg.HeartbeatRequest:
-		if !c.groupAllowed(r.Group) {
-			resp := r.ResponseKind().(*kmsg.HeartbeatResponse)
-			resp.ErrorCode = kerr.GroupAuthorizationFailed.Code
-			return resp
-		}
 		return gc.Heartbeat(ctx, r)
 	case *kmsg.LeaveGroupRequest:
-		if !c.groupAllowed(r.Group) {
-			resp := r.ResponseKind().(*kmsg.LeaveGroupResponse)
-			resp.ErrorCode = kerr.GroupAuthorizationFailed.Code
-			return resp
-		}
 		return gc.LeaveGroup(ctx, r)
 	case *kmsg.OffsetCommitRequest:
 		return c.offsetCommit(ctx, r)
@@ -204,6 +187,40 @@ func (c *conn) deleteGroups(ctx context.Context, r *kmsg.DeleteGroupsRequest) km
 		resp.Groups = append(resp.Groups, rg)
 	}
 	return resp
+}
+
+// memberRefused answers GROUP_AUTHORIZATION_FAILED to a membership
+// request (join, sync, heartbeat, leave) for a group the user may not
+// use; nil for any other request, or an allowed one.
+func (c *conn) memberRefused(body kmsg.Request) kmsg.Response {
+	code := kerr.GroupAuthorizationFailed.Code
+	switch r := body.(type) {
+	case *kmsg.JoinGroupRequest:
+		if !c.groupAllowed(r.Group) {
+			resp := r.ResponseKind().(*kmsg.JoinGroupResponse)
+			resp.ErrorCode = code
+			return resp
+		}
+	case *kmsg.SyncGroupRequest:
+		if !c.groupAllowed(r.Group) {
+			resp := r.ResponseKind().(*kmsg.SyncGroupResponse)
+			resp.ErrorCode = code
+			return resp
+		}
+	case *kmsg.HeartbeatRequest:
+		if !c.groupAllowed(r.Group) {
+			resp := r.ResponseKind().(*kmsg.HeartbeatResponse)
+			resp.ErrorCode = code
+			return resp
+		}
+	case *kmsg.LeaveGroupRequest:
+		if !c.groupAllowed(r.Group) {
+			resp := r.ResponseKind().(*kmsg.LeaveGroupResponse)
+			resp.ErrorCode = code
+			return resp
+		}
+	}
+	return nil
 }
 
 // offsetCommit checks the group and every topic, then commits.

@@ -210,12 +210,24 @@ var gzipWriters = sync.Pool{New: func() any { return gzip.NewWriter(nil) }}
 func gzipBytes(src []byte) ([]byte, error) {
 	zw := gzipWriters.Get().(*gzip.Writer)
 	defer gzipWriters.Put(zw)
+	return writeAll(zw, src)
+}
+
+// resetWriter is a pooled compressing writer (gzip, lz4).
+type resetWriter interface {
+	Reset(io.Writer)
+	Write([]byte) (int, error)
+	Close() error
+}
+
+// writeAll compresses src with w into a new buffer.
+func writeAll(w resetWriter, src []byte) ([]byte, error) {
 	var buf bytes.Buffer
-	zw.Reset(&buf)
-	if _, err := zw.Write(src); err != nil {
+	w.Reset(&buf)
+	if _, err := w.Write(src); err != nil {
 		return nil, err
 	}
-	if err := zw.Close(); err != nil {
+	if err := w.Close(); err != nil {
 		return nil, err
 	}
 	return buf.Bytes(), nil
@@ -252,15 +264,7 @@ var lz4Writers = sync.Pool{New: func() any {
 func lz4Bytes(src []byte) ([]byte, error) {
 	zw := lz4Writers.Get().(*lz4.Writer)
 	defer lz4Writers.Put(zw)
-	var buf bytes.Buffer
-	zw.Reset(&buf)
-	if _, err := zw.Write(src); err != nil {
-		return nil, err
-	}
-	if err := zw.Close(); err != nil {
-		return nil, err
-	}
-	return buf.Bytes(), nil
+	return writeAll(zw, src)
 }
 
 // zstdEncoder is shared: EncodeAll is safe for concurrent use (up to

@@ -9,7 +9,6 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/raidq/raidq/actors/metrics"
 	"github.com/raidq/raidq/actors/server"
 	"github.com/spf13/cobra"
 )
@@ -93,15 +92,12 @@ func runDev(cmd *cobra.Command, f *devFlags) error {
 	if cfg.Kafka, err = f.kafka.options(f.sec.authFile); err != nil {
 		return err
 	}
-	if f.metricsAddr != "" {
-		reg := metrics.NewProcessRegistry()
-		stopMetrics, err := metrics.ServeMetrics(f.metricsAddr, reg)
-		if err != nil {
-			return fmt.Errorf("--metrics: %w", err)
-		}
-		defer stopMetrics()
-		cfg.Metrics = reg
+	reg, stopMetrics, err := serveMetrics(f.metricsAddr)
+	if err != nil {
+		return err
 	}
+	defer stopMetrics()
+	cfg.Metrics = reg
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	lc, err := server.StartLocalCluster(*cfg)

@@ -12,7 +12,6 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
-	"github.com/raidq/raidq/actors/metrics"
 	"github.com/raidq/raidq/actors/server"
 	"github.com/raidq/raidq/bus/meta"
 )
@@ -124,16 +123,12 @@ func runKafka(cf *clientFlags, k *kafkaFlags, logLevel string) error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if k.metrics != "" {
-		reg := metrics.NewProcessRegistry()
-		stopMetrics, err := metrics.ServeMetrics(k.metrics, reg)
-		if err != nil {
-			return fmt.Errorf("--metrics: %w", err)
-		}
-		defer stopMetrics()
-		o.Metrics = reg
-		cf.metrics = reg
+	reg, stopMetrics, err := serveMetrics(k.metrics)
+	if err != nil {
+		return err
 	}
+	defer stopMetrics()
+	o.Metrics, cf.metrics = reg, reg
 	c, err := cf.connect()
 	if err != nil {
 		return err

@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/nats-io/nats-server/v2/conf"
-	"github.com/raidq/raidq/actors/metrics"
 	"github.com/raidq/raidq/actors/node"
 	"github.com/raidq/raidq/actors/server"
 	"github.com/spf13/cobra"
@@ -125,15 +124,12 @@ func runNodeCmd(cmd *cobra.Command, f *nodeFlags) error {
 	if o.Kafka, err = f.kafka.options(f.sec.authFile); err != nil {
 		return err
 	}
-	if f.metricsAddr != "" {
-		reg := metrics.NewProcessRegistry()
-		stopMetrics, err := metrics.ServeMetrics(f.metricsAddr, reg)
-		if err != nil {
-			return fmt.Errorf("--metrics: %w", err)
-		}
-		defer stopMetrics()
-		o.Metrics = reg
+	reg, stopMetrics, err := serveMetrics(f.metricsAddr)
+	if err != nil {
+		return err
 	}
+	defer stopMetrics()
+	o.Metrics = reg
 	return runNode(*o)
 }
 
