@@ -195,7 +195,8 @@ func (g *Gateway) start(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	g.groups, err = NewCoordinator(CoordinatorConfig{KV: g.cfg.Meta, IsCoordinator: g.reg.coordinates, Logger: g.log})
+	g.groups, err = NewCoordinator(CoordinatorConfig{KV: g.cfg.Meta, IsCoordinator: g.reg.coordinates, Logger: g.log,
+		ValidPartition: g.validPartition})
 	if err != nil {
 		return err
 	}
@@ -204,6 +205,12 @@ func (g *Gateway) start(ctx context.Context) error {
 	g.idem = newIdempotence()
 	g.merge = newMerger(g.prods, g.cfg.ProduceTimeout, g.log)
 	return nil
+}
+
+// validPartition says whether topic has partition p (in the catalog).
+func (g *Gateway) validPartition(topic string, p int32) bool {
+	t, err := g.cat.Topic(topic)
+	return err == nil && p >= 0 && int(p) < t.Partitions
 }
 
 // advertised is the address clients are told: adv if given, else the
