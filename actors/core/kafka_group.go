@@ -303,7 +303,13 @@ func LoadKafkaGroup(cfg KafkaGroupConfig, s KafkaSnapshot, now int64) *KafkaGrou
 			protocols: []KafkaProtocol{{Name: s.Protocol, Metadata: ms.Metadata}}, assignment: ms.Assignment}
 		g.addMember(m)
 	}
-	if len(g.members) == 0 || s.State == KafkaEmpty || s.State == KafkaDead {
+	// A state written while its first join phase ran (no protocol chosen
+	// yet) holds members that were never given a generation: loaded, they
+	// would offer no protocol, so every join would be refused as
+	// INCONSISTENT_GROUP_PROTOCOL until their sessions lapsed (a drill with
+	// two gateways racing for a new group saw 30 s of it). Start empty:
+	// they rejoin as new members.
+	if len(g.members) == 0 || s.State == KafkaEmpty || s.State == KafkaDead || s.Protocol == "" {
 		g.members, g.order, g.instances = make(map[string]*kafkaMember), nil, make(map[string]string)
 		g.protocol = ""
 		return g

@@ -600,3 +600,26 @@ func TestKafkaGroupDeleteAndHelpers(t *testing.T) {
 		t.Fatalf("clip: %q", got)
 	}
 }
+
+// TestKafkaGroupLoadMidFirstJoin: a state written while the group's first
+// join phase ran (members, no protocol chosen yet) loads as an empty
+// group, so new joins are taken instead of being refused as offering no
+// protocol the loaded members offer (a drill's two gateways racing for a
+// new group refused joins for 30 s).
+func TestKafkaGroupLoadMidFirstJoin(t *testing.T) {
+	first := newKGH(t, DefaultKafkaGroupConfig()) // with the initial delay: the join phase stays open
+	first.join(0, "", "a", false)
+	snap := first.g.Snapshot()
+	if snap.Protocol != "" || len(snap.Members) != 1 {
+		t.Fatalf("snapshot mid-join: protocol %q, %d members", snap.Protocol, len(snap.Members))
+	}
+	h := &kgh{t: t, joins: map[uint64]KafkaJoinReply{}, syncs: map[uint64]KafkaSyncReply{}, req: 100}
+	h.g = LoadKafkaGroup(kafkaCfg(), snap, sec)
+	if h.g.State() != KafkaEmpty || h.g.Generation() != 0 {
+		t.Fatalf("loaded mid-first-join as %v, want empty", h.g.State())
+	}
+	rb := h.join(sec, "", "b", false)
+	if r, ok := h.joins[rb]; ok && r.Code != KafkaNone {
+		t.Fatalf("join after the load refused with %d", r.Code)
+	}
+}
