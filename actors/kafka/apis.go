@@ -193,34 +193,35 @@ func (c *conn) deleteGroups(ctx context.Context, r *kmsg.DeleteGroupsRequest) km
 // request (join, sync, heartbeat, leave) for a group the user may not
 // use; nil for any other request, or an allowed one.
 func (c *conn) memberRefused(body kmsg.Request) kmsg.Response {
-	code := kerr.GroupAuthorizationFailed.Code
+	var group string
 	switch r := body.(type) {
 	case *kmsg.JoinGroupRequest:
-		if !c.groupAllowed(r.Group) {
-			resp := r.ResponseKind().(*kmsg.JoinGroupResponse)
-			resp.ErrorCode = code
-			return resp
-		}
+		group = r.Group
 	case *kmsg.SyncGroupRequest:
-		if !c.groupAllowed(r.Group) {
-			resp := r.ResponseKind().(*kmsg.SyncGroupResponse)
-			resp.ErrorCode = code
-			return resp
-		}
+		group = r.Group
 	case *kmsg.HeartbeatRequest:
-		if !c.groupAllowed(r.Group) {
-			resp := r.ResponseKind().(*kmsg.HeartbeatResponse)
-			resp.ErrorCode = code
-			return resp
-		}
+		group = r.Group
 	case *kmsg.LeaveGroupRequest:
-		if !c.groupAllowed(r.Group) {
-			resp := r.ResponseKind().(*kmsg.LeaveGroupResponse)
-			resp.ErrorCode = code
-			return resp
-		}
+		group = r.Group
+	default:
+		return nil
 	}
-	return nil
+	if c.groupAllowed(group) {
+		return nil
+	}
+	resp := body.ResponseKind()
+	code := kerr.GroupAuthorizationFailed.Code
+	switch r := resp.(type) {
+	case *kmsg.JoinGroupResponse:
+		r.ErrorCode = code
+	case *kmsg.SyncGroupResponse:
+		r.ErrorCode = code
+	case *kmsg.HeartbeatResponse:
+		r.ErrorCode = code
+	case *kmsg.LeaveGroupResponse:
+		r.ErrorCode = code
+	}
+	return resp
 }
 
 // offsetCommit checks the group and every topic, then commits.

@@ -2,28 +2,15 @@ package kafka_test
 
 import (
 	"context"
-	"encoding/binary"
 	"fmt"
 	"testing"
 	"time"
 
 	"github.com/raidq/raidq"
+	"github.com/raidq/raidq/actors/kafka"
 	"github.com/raidq/raidq/actors/server"
 	"github.com/raidq/raidq/scenarios/testkit"
 )
-
-// kafkaStripe is the gateway's stripe id of an idempotent producer's
-// records from sequence seq (actors/kafka/produce.go): "kf" | producer
-// id | epoch | partition.
-func kafkaStripe(pid int64, epoch int16, part int32, seq int32, chunk int) raidq.StripeID {
-	var id raidq.StripeID
-	copy(id.Producer[:2], "kf")
-	binary.BigEndian.PutUint64(id.Producer[2:10], uint64(pid))
-	binary.BigEndian.PutUint16(id.Producer[10:12], uint16(epoch))
-	binary.BigEndian.PutUint32(id.Producer[12:16], uint32(part))
-	id.Seq = uint64(uint32(seq)) + uint64(chunk)
-	return id
-}
 
 // A coalesced stripe of an idempotent producer's sequences 0..3, then a
 // retry of the batch at sequences 2..3 written alone (as another gateway
@@ -58,13 +45,13 @@ func TestCoalescedRetryDeliveredOnce(t *testing.T) {
 		}
 		return out
 	}
-	if _, err := p.SendBatch(ctx, 0, msgs(0, 4), raidq.WithStripe(kafkaStripe(42, 0, 0, 0, 0))); err != nil {
+	if _, err := p.SendBatch(ctx, 0, msgs(0, 4), raidq.WithStripe(kafka.KafkaStripe(42, 0, 0, 0, 0))); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := p.SendBatch(ctx, 0, msgs(2, 2), raidq.WithStripe(kafkaStripe(42, 0, 0, 2, 0))); err != nil {
+	if _, err := p.SendBatch(ctx, 0, msgs(2, 2), raidq.WithStripe(kafka.KafkaStripe(42, 0, 0, 2, 0))); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := p.SendBatch(ctx, 0, msgs(4, 1), raidq.WithStripe(kafkaStripe(42, 0, 0, 4, 0))); err != nil {
+	if _, err := p.SendBatch(ctx, 0, msgs(4, 1), raidq.WithStripe(kafka.KafkaStripe(42, 0, 0, 4, 0))); err != nil {
 		t.Fatal(err)
 	}
 	cons, err := c.Consumer("orders", raidq.WithStart(start.Add(-time.Second)))

@@ -443,8 +443,14 @@ func (g *liveGroup) addLocked(member string, line []byte, at int64) {
 func (g *liveGroup) delivered(want map[uint64]bool) int {
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	return countDelivered(g.got, want)
+}
+
+// countDelivered counts the records of want that got holds (a live
+// group's tally, native or kgo).
+func countDelivered(got map[uint64]int, want map[uint64]bool) int {
 	n := 0
-	for k := range g.got {
+	for k := range got {
 		if want[k] {
 			n++
 		}

@@ -261,13 +261,7 @@ func (g *kafkaGroupRun) addLocked(member string, rec *kgo.Record, at int64) {
 func (g *kafkaGroupRun) delivered(want map[uint64]bool) int {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	n := 0
-	for k := range g.got {
-		if want[k] {
-			n++
-		}
-	}
-	return n
+	return countDelivered(g.got, want)
 }
 
 // kafkaGroupResult is what the kgo group delivered and the errors its
