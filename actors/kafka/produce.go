@@ -148,6 +148,7 @@ func (c *conn) produceBatch(ctx context.Context, topic string, part int, b *kafk
 		return 0, kerr.InvalidRecord.Code, errors.New("empty record batch")
 	}
 	key, idem := idemKey{topic: topic, part: int32(part), pid: b.ProducerID, epoch: b.ProducerEpoch, seq: b.BaseSequence}, b.ProducerID >= 0
+	msgs, size := kafkaMessages(b)
 	if idem {
 		e, first := c.g.idem.claim(key)
 		if !first {
@@ -156,19 +157,19 @@ func (c *conn) produceBatch(ctx context.Context, topic string, part int, b *kafk
 		var off int64
 		var code int16
 		var err error
-		if msgs, size := kafkaMessages(b); len(msgs) <= grid && grid >= mergeMaxRecords && size <= maxStripeBytes {
+		if len(msgs) <= grid && grid >= mergeMaxRecords && size <= maxStripeBytes {
 			off, code, err = c.g.merge.send(ctx, mergeKey{topic: topic, part: int32(part), pid: b.ProducerID, epoch: b.ProducerEpoch},
 				b.BaseSequence, msgs, size)
 			if code == 0 {
 				c.g.m.Records("produced", len(msgs))
 			}
 		} else {
-			off, code, err = c.writeBatch(ctx, topic, part, b, grid)
+			off, code, err = c.writeBatch(ctx, topic, part, b, msgs, grid)
 		}
 		e.resolve(off, code, err)
 		return off, code, err
 	}
-	return c.writeBatch(ctx, topic, part, b, grid)
+	return c.writeBatch(ctx, topic, part, b, msgs, grid)
 }
 
 // kafkaMessages turns a batch's records into raidq messages and sizes
@@ -198,12 +199,11 @@ func recordBytes(m *raidq.Message) int {
 // idempotent producer's under stripe ids made from its producer id,
 // epoch and the chunk's first sequence number, so a retry through any
 // gateway carries the same ids and readers deliver it once.
-func (c *conn) writeBatch(ctx context.Context, topic string, part int, b *kafkawire.Batch, grid int) (int64, int16, error) {
+func (c *conn) writeBatch(ctx context.Context, topic string, part int, b *kafkawire.Batch, msgs []raidq.Message, grid int) (int64, int16, error) {
 	prod, err := c.g.prods.get(topic)
 	if err != nil {
 		return 0, sendErr(err), err
 	}
-	msgs, _ := kafkaMessages(b)
 	base := int64(-1)
 	for start := 0; start < len(msgs); {
 		end := chunkEnd(msgs, start, grid)
