@@ -95,9 +95,21 @@ func (p Position) core() core.Position { return core.Position{Offset: p.Offset, 
 // Params are a topic's coding and timing parameters (n, k, W, D, A, F).
 type Params = quorum.Params
 
-// DefaultParams are 4 data + 2 parity shards, commit at 4 of 6, read 500ms
-// behind the clock.
+// DefaultParams are the default latency profile: 4 data + 2 parity
+// shards, commit at 4 of 6, accept window and read delay 250ms (records
+// reach consumers in about 300ms).
 func DefaultParams() Params { return quorum.Default() }
+
+// LowLatencyParams are the low-latency profile: the default coding with
+// a 20ms accept window and read delay, so records reach consumers in
+// tens of milliseconds, at the cost of more retries at fresh offsets
+// when a disk or a producer stalls (never a loss). See docs/design.md,
+// "The read frontier".
+func LowLatencyParams() Params { return quorum.LowLatency() }
+
+// ProfileParams returns the parameters of a latency profile by name:
+// "default" or "low" (`raidq topic create --latency`).
+func ProfileParams(name string) (Params, error) { return quorum.Profile(name) }
 
 // Message is one record, as sent and as delivered.
 type Message struct {

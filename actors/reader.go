@@ -17,6 +17,7 @@ import (
 	"github.com/raidq/raidq/actors/metrics"
 	"github.com/raidq/raidq/bus"
 	"github.com/raidq/raidq/bus/meta"
+	"github.com/raidq/raidq/stripe/quorum"
 )
 
 // ReaderConfig configures one partition reader.
@@ -38,11 +39,11 @@ type ReaderConfig struct {
 	// every scan the full ScanTimeout.
 	SuspectTimeout time.Duration
 	// Poll is the smallest scan window at the clock's head, and how long
-	// to wait when caught up with it (default 50ms). Every scan is a
-	// sealing scan of the whole ensemble (a request to each node, each
-	// persisting the raised seal), so this sets the reader's fixed cost:
-	// scanning back to back an idle partition cost a six-node cluster
-	// about one CPU core. It adds at most Poll to the read delay D.
+	// to wait when caught up with it or when the nodes closed less than
+	// asked (default PollFor the topic: A/5, between 2ms and 50ms). Every
+	// main scan is a closing scan of the whole ensemble (a request to each
+	// node; no store write), so this sets the reader's fixed cost, and it
+	// adds at most Poll to the delivery latency of about A.
 	Poll time.Duration
 	// Sink receives each batch of deliveries, in order, on a goroutine of
 	// its own; the reader does not scan further until it returns.
@@ -51,8 +52,17 @@ type ReaderConfig struct {
 	OnReport func(core.Output)
 }
 
-// DefaultReaderPoll is ReaderConfig.Poll's default.
+// DefaultReaderPoll is ReaderConfig.Poll's default for the default
+// profile (A = 250ms), and its upper bound.
 const DefaultReaderPoll = 50 * time.Millisecond
+
+// PollFor is the reader poll for a topic's parameters: a fifth of the
+// accept window, between 2ms and DefaultReaderPoll. Delivery takes about
+// A plus the poll, so the poll scales with A, and a low-latency topic
+// (A = 20ms) polls every 4ms.
+func PollFor(p quorum.Params) time.Duration {
+	return min(max(p.AcceptWindow/5, 2*time.Millisecond), DefaultReaderPoll)
+}
 
 type readerPump struct{}
 type scanDone struct {
@@ -75,6 +85,7 @@ type readerActor struct {
 	sinkQuit chan struct{}
 	sinking  uint64 // the frontier of the deliveries the sink is taking
 	stalled  time.Time
+	holdMain time.Time // no main scan before it (core.Output.Short)
 	sched    *scheduler.TimerScheduler
 	m        *metrics.Reader // nil: no metrics
 	stats    *readerStats
@@ -159,7 +170,7 @@ func (c *Client) NewReader(cfg ReaderConfig) (*Reader, error) {
 		cfg.SuspectTimeout = min(150*time.Millisecond, cfg.ScanTimeout)
 	}
 	if cfg.Poll <= 0 {
-		cfg.Poll = DefaultReaderPoll
+		cfg.Poll = PollFor(t.Params)
 	}
 	ra := &readerActor{c: c, topic: t, cfg: cfg, core: core.NewReader(cfg.Core, cfg.From),
 		log: c.cfg.Logger.With("topic", t.Name, "partition", cfg.Partition), m: c.metrics.Reader(t.Name, cfg.Partition),
@@ -235,6 +246,12 @@ func (a *readerActor) pump(ctx actor.Context) {
 		a.sched.SendOnce(a.cfg.Poll-time.Duration(sc.To-sc.From), ctx.Self(), &readerPump{})
 		return
 	}
+	if !sc.Rescan && time.Now().Before(a.holdMain) {
+		// The nodes closed less than the last main scan asked: wait for
+		// their clocks rather than ask again at once.
+		a.sched.SendOnce(time.Until(a.holdMain), ctx.Self(), &readerPump{})
+		return
+	}
 	a.busy = true
 	self, root := ctx.Self(), ctx.ActorSystem().Root
 	go func() { root.Send(self, &scanDone{sc: sc, results: a.scanAll(sc)}) }()
@@ -243,6 +260,9 @@ func (a *readerActor) pump(ctx actor.Context) {
 // applyScan feeds a finished scan to the core and ships the deliveries.
 func (a *readerActor) applyScan(ctx actor.Context, m *scanDone) {
 	out := a.core.Apply(a.c.cfg.Now(), m.sc, m.results)
+	if out.Short {
+		a.holdMain = time.Now().Add(a.cfg.Poll)
+	}
 	a.stats.set(a.core.LowWater(), a.core.Deferred())
 	a.report(out)
 	if len(out.Deliveries) == 0 {
@@ -322,8 +342,8 @@ func (a *readerActor) scanNode(sc core.Scan, pos int) core.NodeResult {
 	subj := a.c.subjects.Scan(node, a.topic.Name, uint32(a.cfg.Partition))
 	res := core.NodeResult{Node: pos}
 	from := sc.From
-	for pages := 0; from < sc.To; pages++ {
-		req := bus.ScanReq{Topic: a.topic.Name, Partition: uint32(a.cfg.Partition), From: from, To: sc.To, Seal: true, Probe: sc.Probe}
+	for {
+		req := bus.ScanReq{Topic: a.topic.Name, Partition: uint32(a.cfg.Partition), From: from, To: sc.To, Close: true, Probe: sc.Probe}
 		timeout := a.cfg.ScanTimeout
 		if a.suspect[pos].Load() {
 			timeout = a.cfg.SuspectTimeout
@@ -339,15 +359,27 @@ func (a *readerActor) scanNode(sc core.Scan, pos int) core.NodeResult {
 		}
 		a.suspect[pos].Store(false)
 		rep, err := bus.DecodeScanReply(data)
-		if err != nil || rep.Status != bus.StatusOK || rep.Next <= from || rep.Next > sc.To {
+		if err != nil || !closingPageOK(rep, from, sc.To) {
 			return res
 		}
 		for _, e := range rep.Entries {
 			res.Entries = append(res.Entries, core.Entry{Offset: e.Offset, Shard: e.Shard})
 		}
-		res.After, res.Clock = rep.After, rep.NodeClock
+		res.After, res.Clock, res.Closed = rep.After, rep.NodeClock, rep.Seal
+		if rep.Next == rep.Seal { // the last page: everything the node closed
+			res.Heard = true
+			return res
+		}
 		from = rep.Next
 	}
-	res.Heard = true
-	return res
+}
+
+// closingPageOK checks one page of a closing scan asked from `from` up to
+// `to`: status OK, the closed offset (Seal) within [from, to], and the
+// page ending at it or, when full, past from (so paging progresses).
+func closingPageOK(rep bus.ScanReply, from, to uint64) bool {
+	if rep.Status != bus.StatusOK || rep.Seal < from || rep.Seal > to || rep.Next > rep.Seal || rep.Next < from {
+		return false
+	}
+	return rep.Next == rep.Seal || rep.Next > from
 }

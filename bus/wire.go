@@ -145,7 +145,8 @@ const (
 	scanFlagSeal      = 1 << 0
 	scanFlagHeaders   = 1 << 1
 	scanFlagProbe     = 1 << 2
-	scanFlagsKnown    = scanFlagSeal | scanFlagHeaders | scanFlagProbe
+	scanFlagClose     = 1 << 3
+	scanFlagsKnown    = scanFlagSeal | scanFlagHeaders | scanFlagProbe | scanFlagClose
 	fixedWriteReq     = 2 + 1 + 4 + 8             // header, flags, partition, offset
 	fixedWriteReply   = 2 + 1 + 8                 // header, status, clock
 	fixedScanReq      = 2 + 1 + 4 + 8 + 8 + 4     // header, flags, partition, from, to, maxBytes
@@ -390,6 +391,12 @@ type ScanReq struct {
 	// in the partition (ScanReply.After), so a reader far behind can skip
 	// empty time.
 	Probe bool
+	// Close asks for a closing scan (docs/design.md#the-read-frontier):
+	// the node answers only up to the offset below which it takes no new
+	// write, by its seal or its clock minus A, and returns that offset as
+	// ScanReply.Seal; pages end there (Next == Seal on the last page). It
+	// never writes a seal. Not with Seal.
+	Close bool
 }
 
 // Validate checks the limits of the wire format; DecodeScanReq applies it.
@@ -399,6 +406,9 @@ func (m ScanReq) Validate() error {
 	}
 	if m.From > m.To {
 		return badf(TypeScanReq, "range [%d, %d) is reversed", m.From, m.To)
+	}
+	if m.Seal && m.Close {
+		return badf(TypeScanReq, "a scan either seals or closes, not both")
 	}
 	return nil
 }
@@ -430,6 +440,9 @@ func (m ScanReq) Append(dst []byte) []byte {
 	if m.Probe {
 		flags |= scanFlagProbe
 	}
+	if m.Close {
+		flags |= scanFlagClose
+	}
 	dst = append(dst, byte(TypeScanReq), WireVersion, flags)
 	dst = binary.BigEndian.AppendUint32(dst, m.Partition)
 	dst = binary.BigEndian.AppendUint64(dst, m.From)
@@ -453,6 +466,7 @@ func DecodeScanReq(b []byte) (ScanReq, error) {
 	m.Seal = flags&scanFlagSeal != 0
 	m.HeadersOnly = flags&scanFlagHeaders != 0
 	m.Probe = flags&scanFlagProbe != 0
+	m.Close = flags&scanFlagClose != 0
 	m.Partition = r.u32("partition")
 	m.From = r.u64("from")
 	m.To = r.u64("to")
@@ -478,14 +492,15 @@ type ScanEntry struct {
 
 // ScanReply is one page of a node's answer to a ScanReq. Entries hold the
 // occupied slots in [req.From, Next) in increasing offset order; the reader
-// asks again from Next until Next == req.To. Seal is the range's seal after
-// this scan and Birth the node's incarnation birth: offsets below Birth that
+// asks again from Next until Next == req.To (for a closing scan: until
+// Next == Seal, the node's closed offset). Seal is the range's seal after
+// this scan (for a closing scan: where the node closed it) and Birth the node's incarnation birth: offsets below Birth that
 // repair has not filled are unknown, not empty (docs/design.md#slot-store).
 type ScanReply struct {
 	Status    Status
 	NodeClock int64  // node's unix ns at reply
 	Detail    string // short reason, at most MaxDetail bytes
-	Seal      uint64 // the range seal after this scan
+	Seal      uint64 // the range seal after this scan; closing scans: the closed offset
 	Birth     uint64 // node incarnation birth (unix ns)
 	Next      uint64 // scan resumes here; == req.To when complete
 	After     uint64 // with req.Probe, on the last page: first occupied offset >= req.To, 0 if none

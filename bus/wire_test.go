@@ -45,6 +45,7 @@ func sampleMessages() []message {
 		ScanReq{Topic: "orders", Partition: 3, From: 10, To: 20},
 		ScanReq{Topic: "o", From: 5, To: 5, MaxBytes: math.MaxUint32, Seal: true, HeadersOnly: true},
 		ScanReq{Topic: "o", Seal: true, To: math.MaxUint64},
+		ScanReq{Topic: "o", From: 1, To: 9, Close: true, Probe: true},
 		ScanReply{Status: StatusOK, Next: 100},
 		ScanReply{Status: StatusUnknown, NodeClock: 42, Detail: "born at 7", Seal: 9, Birth: 7, Next: 10},
 		ScanReply{Status: StatusOK, NodeClock: 1, Seal: 50, Birth: 1, Next: 51, Entries: []ScanEntry{
@@ -123,8 +124,9 @@ func randMessage(r *rand.Rand) message {
 		return WriteReply{Status: Status(1 + r.IntN(int(statusEnd-1))), NodeClock: r.Int64() - r.Int64(), Detail: randDetail(r)}
 	case 2:
 		from := r.Uint64()
+		seal := r.IntN(2) == 0
 		return ScanReq{Topic: randName(r), Partition: r.Uint32(), From: from, To: from + r.Uint64N(math.MaxUint64-from+1),
-			MaxBytes: r.Uint32(), Seal: r.IntN(2) == 0, HeadersOnly: r.IntN(2) == 0}
+			MaxBytes: r.Uint32(), Seal: seal, Close: !seal && r.IntN(2) == 0, HeadersOnly: r.IntN(2) == 0}
 	}
 	m := ScanReply{Status: Status(1 + r.IntN(int(statusEnd-1))), NodeClock: r.Int64(), Detail: randDetail(r),
 		Seal: r.Uint64(), Birth: r.Uint64()}
@@ -269,6 +271,8 @@ func TestDecodeRejectsTruncationTrailingVersionType(t *testing.T) {
 	expectBad(t, "type 9", err, "unknown message type 9")
 	_, err = DecodeRequest(WriteReply{Status: StatusOK}.Marshal())
 	expectBad(t, "reply as request", err, "not a request")
+	_, err = DecodeScanReq(ScanReq{Topic: "t", To: 1, Seal: true, Close: true}.Marshal())
+	expectBad(t, "seal and close", err, "seals or closes")
 	big := make([]byte, MaxMessage+1)
 	big[0], big[1] = byte(TypeScanReply), WireVersion
 	_, err = DecodeScanReply(big)
@@ -338,7 +342,7 @@ func TestDecodeRejectsBadFields(t *testing.T) {
 		{"write reply bad status 11", hand{2, 1}.u8(11).u64(0).uv(0), "unknown status 11"},
 		{"write reply long detail", hand{2, 1}.u8(1).u64(0).str(strings.Repeat("d", 257)), "detail length 257 exceeds 256"},
 		{"scan ok baseline", sr(3).u64(1).u64(2).u32(0).str("t"), ""},
-		{"scan unknown flag", sr(8).u64(1).u64(2).u32(0).str("t"), "unknown flags 0x08"},
+		{"scan unknown flag", sr(16).u64(1).u64(2).u32(0).str("t"), "unknown flags 0x10"},
 		{"scan reversed", sr(0).u64(3).u64(2).u32(0).str("t"), "range [3, 2) is reversed"},
 		{"scan reply ok baseline", scanReplyHead(1).uv(0).uv(1).u64(5).str("s"), ""},
 		{"scan reply too many entries", scanReplyHead(1).uv(0).uv(MaxScanEntries + 1), "entry count 65537 exceeds 65536"},

@@ -190,6 +190,10 @@ func (m *MemStore) Holes(topic string, partition uint32, from, to uint64) ([]uin
 // applyMetas applies marks and holes (mu held, committer goroutine).
 func (m *MemStore) applyMetas(metas []metaPut) {
 	for _, mp := range metas {
+		if mp.kind == markClockFloor {
+			m.clockFloor = max(m.clockFloor, mp.raise)
+			continue
+		}
 		p := m.part(mp.part.topic, mp.part.partition)
 		if mp.hole {
 			if p.holes == nil {

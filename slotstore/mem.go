@@ -20,6 +20,8 @@ type MemStore struct {
 	mu       sync.RWMutex // guards parts and failNext
 	parts    map[partID]*memPart
 	failNext error
+	// clockFloor: Batch.RaiseClockFloor's durable value (clock_floor.go).
+	clockFloor uint64
 }
 
 type partID struct {
@@ -82,7 +84,9 @@ func (m *MemStore) Crash() *MemStore {
 		parts[id] = &memPart{offsets: slices.Clone(p.offsets), shards: maps.Clone(p.shards), seals: maps.Clone(p.seals),
 			marks: maps.Clone(p.marks), holes: maps.Clone(p.holes)}
 	}
-	return newMem(m.opts, m.inc, parts)
+	c := newMem(m.opts, m.inc, parts)
+	c.clockFloor = m.clockFloor
+	return c
 }
 
 func (m *MemStore) Commit(b *Batch, done func(error)) { m.c.commit(b, done) }

@@ -140,6 +140,9 @@ type Store interface {
 	// ApproxBytes estimates the bytes the slots of (topic, partition) in
 	// [from, to) take (size-based retention).
 	ApproxBytes(topic string, partition uint32, from, to uint64) (int64, error)
+	// ClockFloor returns the node's durable clock floor, 0 if none
+	// (Batch.RaiseClockFloor, clock_floor.go).
+	ClockFloor() (uint64, error)
 	// Incarnation returns this data directory's incarnation.
 	Incarnation() Incarnation
 	// SettleBirth ends a provisional incarnation (one Open created; see

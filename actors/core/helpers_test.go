@@ -130,7 +130,8 @@ func (w world) put(s []stripe.Shard, nodes ...int) {
 	}
 }
 
-// answer runs sc against the world; nodes in deaf do not answer.
+// answer runs sc against the world; nodes in deaf do not answer. The
+// others closed the whole range (ask closeAt for less).
 func (w world) answer(sc Scan, deaf ...int) []NodeResult {
 	var out []NodeResult
 	for _, i := range sc.Nodes {
@@ -138,7 +139,7 @@ func (w world) answer(sc Scan, deaf ...int) []NodeResult {
 			out = append(out, NodeResult{Node: i})
 			continue
 		}
-		res := NodeResult{Node: i, Heard: true}
+		res := NodeResult{Node: i, Heard: true, Closed: sc.To}
 		for off, b := range w[i] {
 			if off >= sc.From && off < sc.To {
 				res.Entries = append(res.Entries, Entry{Offset: off, Shard: b})

@@ -42,6 +42,10 @@ type Owner struct {
 	cfg   OwnerConfig
 	seal  uint64
 	slots map[uint64]SlotInfo
+	// floor: the node's clock floor (ClockFloor.Used, RaiseFloor): writes
+	// older than floor - A are refused even if the clock reads earlier,
+	// because a closing scan may have promised a reader so.
+	floor int64
 	// What repair has filled below the birth (SetRepaired, owner_repair.go).
 	repaired uint64
 	holes    []uint64
@@ -61,6 +65,10 @@ func (o *Owner) Hi() uint64 { return o.cfg.Lo + RangeNanos }
 
 // Seal is the offset below which the range accepts no new write.
 func (o *Owner) Seal() uint64 { return o.seal }
+
+// RaiseFloor raises the owner's clock floor to the node's (ClockFloor.Used).
+// The driver calls it before every Write and Close; it never lowers.
+func (o *Owner) RaiseFloor(floor int64) { o.floor = max(o.floor, floor) }
 
 // Len is the number of occupied slots.
 func (o *Owner) Len() int { return len(o.slots) }
@@ -131,6 +139,8 @@ func (o *Owner) timeCheck(now int64, off uint64) (WriteDecision, bool) {
 		return WriteDecision{Status: StatusSealed, Detail: fmt.Sprintf("offset %d below seal %d", off, o.seal)}, true
 	case int64(off) < now-o.cfg.Accept:
 		return WriteDecision{Status: StatusSealed, Detail: fmt.Sprintf("offset %d older than node clock %d minus accept window", off, now)}, true
+	case int64(off) < o.floor-o.cfg.Accept:
+		return WriteDecision{Status: StatusSealed, Detail: fmt.Sprintf("offset %d older than the node's clock floor %d minus accept window (closed for readers)", off, o.floor)}, true
 	case int64(off) > now+o.cfg.Future:
 		return WriteDecision{Status: StatusClockAhead, Detail: fmt.Sprintf("offset %d ahead of node clock %d plus future bound", off, now)}, true
 	case off < o.cfg.Birth:
@@ -151,6 +161,9 @@ type ScanDecision struct {
 	// repair has not filled it yet (or left a hole there); the node cannot
 	// say "empty" there.
 	Unknown bool
+	// Closed (Close only): the node takes no new write below it in the
+	// range; the scan answers the slots of [from, Closed).
+	Closed uint64
 }
 
 // Scan decides a scan of [from, to). With seal it first raises the seal to
@@ -169,6 +182,33 @@ func (o *Owner) Scan(now int64, from, to uint64, seal bool) ScanDecision {
 		}
 		o.seal = to
 		d.Seal, d.PersistSeal = to, true
+	}
+	return d
+}
+
+// Close decides a closing scan of [from, to), the read frontier's node half
+// (docs/design.md#the-read-frontier). The node closes what it already
+// refuses, writing nothing: Closed = min(to, max(seal, clock - A)), where
+// clock is the node's close clock (ClockFloor.CloseClock: its clock,
+// bounded by the durable floor). The owner's floor rises to clock, so no
+// write lands below Closed afterwards, and the driver answers the slots
+// of [from, Closed) (none when Closed <= from). Unlike a sealing scan it
+// never refuses for a reader's fast clock and costs no store write: a
+// reader asking too far only gets less.
+func (o *Owner) Close(clock int64, from, to uint64) ScanDecision {
+	if from >= to || from < o.cfg.Lo || to > o.Hi() {
+		return ScanDecision{Status: StatusBadRequest,
+			Detail: fmt.Sprintf("scan [%d,%d) must be non-empty and inside owner range [%d,%d)", from, to, o.cfg.Lo, o.Hi())}
+	}
+	o.RaiseFloor(clock)
+	closed := o.seal
+	if c := o.floor - o.cfg.Accept; c > 0 {
+		closed = max(closed, uint64(c))
+	}
+	closed = max(min(closed, to), from)
+	d := ScanDecision{Status: StatusOK, Seal: o.seal, Closed: closed}
+	if closed > from {
+		d.Unknown = o.unknown(from, closed)
 	}
 	return d
 }

@@ -82,9 +82,16 @@ type ReaderBugs struct {
 
 // DefaultReaderConfig derives reader rules from topic parameters. The
 // look-ahead covers a producer's whole retry span.
+//
+// RescanEvery is half the accept window, between 5ms and 100ms: at the
+// read frontier a node that closed a little less than its peers is
+// unheard above its Closed, and a stripe still completing there waits
+// one rescan (docs/design.md#the-read-frontier), so a low-latency topic
+// rescans sooner.
 func DefaultReaderConfig(p quorum.Params) ReaderConfig {
+	rescan := min(max(int64(p.AcceptWindow)/2, 5_000_000), 100_000_000)
 	return ReaderConfig{Params: p, Window: RangeNanos, LookAhead: 2_000_000_000,
-		InDoubtWait: 1_000_000_000, RescanEvery: 100_000_000, DedupeHorizon: 150_000_000_000,
+		InDoubtWait: 1_000_000_000, RescanEvery: rescan, DedupeHorizon: 150_000_000_000,
 		SkipBehind: 10_000_000_000, MaxDeferred: 4096, MaxDeferredBytes: 256 << 20, DeferredRescan: 1_000_000_000, MaxDeferredRescan: 8_000_000_000}
 }
 
@@ -108,8 +115,12 @@ type Entry struct {
 
 // NodeResult is one node's answer to a Scan.
 type NodeResult struct {
-	Node    int
-	Heard   bool // answered OK for the whole range (and sealed it)
+	Node  int
+	Heard bool // answered OK up to Closed
+	// Closed: the node takes no new write below it in the scanned range
+	// (its closing scan's answer, ScanReply.Seal); its Entries cover
+	// [Scan.From, Closed). A heard node is empty only below Closed.
+	Closed  uint64
 	Entries []Entry
 	After   uint64 // with Scan.Probe: the node's first occupied offset >= To (0: none)
 	// Clock is the node's clock (unix ns) when it answered; the far-behind
@@ -154,6 +165,10 @@ type Output struct {
 	Resolved []uint64
 	// Stalled says why a scan could not be used (too few nodes heard).
 	Stalled string
+	// Short: the nodes closed less of a main scan than it asked for (the
+	// read frontier stopped below Scan.To), so the driver should wait a
+	// poll before the next main scan rather than ask again at once.
+	Short bool
 }
 
 // cell states of one node at one offset.
@@ -383,26 +398,58 @@ func (r *Reader) Apply(now int64, sc Scan, results []NodeResult) Output {
 				sc.From, sc.To, heard, p.N, unheard)
 			return out
 		}
-		r.merge(now, sc, results, &out, true)
-		r.frontier = sc.To
-		if sc.Probe {
-			r.skip(sc, results)
+		to := r.closedTo(sc, results)
+		out.Short = to < sc.To
+		if to > sc.From {
+			final := sc
+			final.To = to
+			r.merge(now, final, results, &out, true)
+			r.frontier = to
+			if sc.Probe && to == sc.To {
+				r.skip(sc, results)
+			}
 		}
 	}
 	r.drain(now, &out)
 	return out
 }
 
+// closedTo is the read frontier a main scan reached
+// (docs/design.md#the-read-frontier): the (n-W+1)-th highest offset the
+// heard nodes closed, capped at sc.To. Below it at least n-W+1 nodes take
+// no new write, so a stripe with no shard on them can reach at most W-1
+// and never commits, and one with a shard there was seen; the nodes that
+// closed less are unheard at the offsets above their own Closed (merge).
+// sc.From when fewer than n-W+1 nodes were heard.
+func (r *Reader) closedTo(sc Scan, results []NodeResult) uint64 {
+	p := r.cfg.Params
+	var closed []uint64
+	for _, res := range results {
+		if res.Heard && res.Node >= 0 && res.Node < p.N {
+			closed = append(closed, min(max(res.Closed, sc.From), sc.To))
+		}
+	}
+	q := p.N - p.W + 1
+	if len(closed) < q {
+		return sc.From
+	}
+	sort.Slice(closed, func(i, j int) bool { return closed[i] > closed[j] })
+	return closed[q-1]
+}
+
 // merge records node results for [sc.From, sc.To). With fresh, rows are
 // created for the range and nodes absent from results count as unheard.
+// A heard node counts as empty at a buffered offset only below its
+// Closed: above it the node may still take a shard there.
 func (r *Reader) merge(now int64, sc Scan, results []NodeResult, out *Output, fresh bool) {
 	n := r.cfg.Params.N
 	heard := make([]bool, n)
+	closed := make([]uint64, n)
 	for _, res := range results {
 		if res.Node < 0 || res.Node >= n || !res.Heard {
 			continue
 		}
-		heard[res.Node] = true
+		heard[res.Node], closed[res.Node] = true, res.Closed
 		for _, e := range res.Entries {
 			// Entries in [start, pos) were settled already; those below
 			// start belong to the warm-up (learn ids, deliver nothing).
@@ -421,7 +468,7 @@ func (r *Reader) merge(now int64, sc Scan, results []NodeResult, out *Output, fr
 	// A heard node without an entry at a buffered offset is empty there.
 	markEmpty := func(rw *row) {
 		for i := range n {
-			if heard[i] && rw.state[i] == cellUnheard {
+			if heard[i] && rw.offset < closed[i] && rw.state[i] == cellUnheard {
 				rw.state[i] = cellEmpty
 			}
 		}

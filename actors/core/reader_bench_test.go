@@ -15,7 +15,7 @@ func benchPage(b *testing.B, stripes, recs, size int, nodes []int) []NodeResult 
 	p := params()
 	results := make([]NodeResult, p.N)
 	for i := range results {
-		results[i] = NodeResult{Node: i, Heard: true}
+		results[i] = NodeResult{Node: i, Heard: true, Closed: ^uint64(0)}
 	}
 	val := make([]byte, size)
 	for i := range val {

@@ -24,7 +24,7 @@ func TestReaderSkipsEmptyTime(t *testing.T) {
 	shards, _ := stripe.Encode(stripe.ID{Seq: 1}, data, 6, 4, mustBatch(t))
 	res := make([]NodeResult, 6)
 	for i := range res {
-		res[i] = NodeResult{Node: i, Heard: i != 5, After: data + uint64(i), Clock: now} // node 5 unheard: still < W
+		res[i] = NodeResult{Node: i, Heard: i != 5, Closed: sc.To, After: data + uint64(i), Clock: now} // node 5 unheard: still < W
 	}
 	r.Apply(now, sc, res)
 	if r.Frontier() != data {
@@ -33,7 +33,7 @@ func TestReaderSkipsEmptyTime(t *testing.T) {
 	sc, _ = r.Next(now)
 	entries := make([]NodeResult, 6)
 	for i := range entries {
-		entries[i] = NodeResult{Node: i, Heard: true, Entries: []Entry{{Offset: data, Shard: shards[i].Marshal()}}}
+		entries[i] = NodeResult{Node: i, Heard: true, Closed: sc.To, Entries: []Entry{{Offset: data, Shard: shards[i].Marshal()}}}
 	}
 	out := r.Apply(now, sc, entries)
 	if len(out.Deliveries) != 1 {
@@ -43,7 +43,7 @@ func TestReaderSkipsEmptyTime(t *testing.T) {
 	r2 := NewReader(cfg, Position{Offset: start})
 	sc, _ = r2.Next(now)
 	for i := range res {
-		res[i] = NodeResult{Node: i, Heard: true, Clock: now}
+		res[i] = NodeResult{Node: i, Heard: true, Closed: sc.To, Clock: now}
 	}
 	r2.Apply(now, sc, res)
 	if r2.Frontier() != sc.ProbeLimit {
@@ -80,7 +80,7 @@ func TestReaderSkipUsesNodeClocks(t *testing.T) {
 	}
 	res := make([]NodeResult, 6)
 	for i := range res {
-		res[i] = NodeResult{Node: i, Heard: true, Clock: nodeNow + int64(i)*1_000_000}
+		res[i] = NodeResult{Node: i, Heard: true, Closed: sc.To, Clock: nodeNow + int64(i)*1_000_000}
 	}
 	r.Apply(readerNow, sc, res)
 	want := uint64(nodeNow) - uint64(p.AcceptWindow) - cfg.SkipBehind

@@ -29,6 +29,13 @@ type WriterConfig struct {
 	DeliveryTimeout int64
 	// MaxBackoff caps that backoff (default 1s).
 	MaxBackoff int64
+	// RetrySpan, when > 0 and without a DeliveryTimeout, keeps a stripe
+	// retried (with the backoff above) past MaxAttempts until this long
+	// after its first attempt (default 2s: 16 attempts of the default
+	// profile's 125ms). So a low-latency topic, whose attempts last A/2 =
+	// 10ms, rides through the same restarts and stalls as the default one
+	// instead of failing after 160ms.
+	RetrySpan int64
 	// ConflictJitter: after a conflict the next offset is pushed by a
 	// random amount below this (ns); in whole cells of the offset grid
 	// when the topic has one (conflictJitter).
@@ -45,8 +52,11 @@ type WriterConfig struct {
 // DefaultWriterConfig derives the write rules from topic parameters.
 func DefaultWriterConfig(p quorum.Params) WriterConfig {
 	return WriterConfig{Params: p, AttemptTimeout: int64(p.AcceptWindow / 2), MaxAttempts: 16, ConflictJitter: 1_000_000,
-		CommittedWait: int64(p.AcceptWindow + p.FutureBound)}
+		CommittedWait: int64(p.AcceptWindow + p.FutureBound), RetrySpan: DefaultRetrySpan}
 }
+
+// DefaultRetrySpan is WriterConfig.RetrySpan's default: 2s.
+const DefaultRetrySpan = int64(2 * time.Second)
 
 // Rand is the random source the writer is given (math/rand/v2 *Rand fits).
 type Rand interface{ Int64N(n int64) int64 }
@@ -312,6 +322,10 @@ func (w *Writer) progress(now int64, rnd Rand, st *stripeState) WriterOutput {
 	}
 	last := st.attempts[len(st.attempts)-1]
 	if st.committed {
+		// A retry waiting out its backoff is moot once an older attempt
+		// commits; left set, Tick would never time the last attempt out
+		// (the stripe stuck in flight for good).
+		st.retryAt = 0
 		// docs/design.md#write-path step 7: a committed stripe that met a conflict has less
 		// redundancy than the others; write it once more elsewhere. The
 		// same holds for any refusal by a live node (SEALED after a late
@@ -411,14 +425,15 @@ func (w *Writer) givenUp(now int64, st *stripeState) bool {
 	if w.cfg.DeliveryTimeout > 0 {
 		return now-st.first >= w.cfg.DeliveryTimeout
 	}
-	return len(st.attempts) >= w.cfg.MaxAttempts
+	return len(st.attempts) >= w.cfg.MaxAttempts && now-st.first >= w.cfg.RetrySpan
 }
 
 // backoff is the wait before the next attempt: none for the first
-// MaxAttempts, then (with a DeliveryTimeout) doubling from AttemptTimeout.
+// MaxAttempts, then (with a DeliveryTimeout or RetrySpan) doubling from
+// AttemptTimeout.
 func (w *Writer) backoff(st *stripeState) int64 {
 	extra := len(st.attempts) - w.cfg.MaxAttempts
-	if w.cfg.DeliveryTimeout <= 0 || extra < 0 {
+	if (w.cfg.DeliveryTimeout <= 0 && w.cfg.RetrySpan <= 0) || extra < 0 {
 		return 0
 	}
 	limit := w.cfg.MaxBackoff

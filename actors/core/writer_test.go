@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/raidq/raidq/stripe"
+	"github.com/raidq/raidq/stripe/quorum"
 )
 
 // TestWriterClockSkew: nodes refuse a producer whose clock is far off
@@ -123,7 +124,7 @@ func TestWriterFailure(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := DefaultWriterConfig(params())
-			cfg.Nodes = tc.nodes
+			cfg.Nodes, cfg.RetrySpan = tc.nodes, 0 // MaxAttempts alone (TestWriterRetrySpan)
 			w := NewWriter(cfg)
 			fail := runToFailure(t, w, tc.answer)
 			if fail == nil {
@@ -435,5 +436,87 @@ func TestWriterDeliveryTimeout(t *testing.T) {
 		if w.InFlight() != 0 {
 			t.Fatalf("%d stripes left in flight", w.InFlight())
 		}
+	}
+}
+
+// TestWriterRetrySpan: on the low-latency profile (attempts of 10ms) a
+// stripe no node takes is still retried, with a growing backoff, until
+// RetrySpan (2s) after its first attempt, not failed after 16 attempts
+// (160ms); and a node coming back within the span gets it acked.
+func TestWriterRetrySpan(t *testing.T) {
+	p := quorum.LowLatency()
+	for _, recover := range []bool{false, true} {
+		w := NewWriter(DefaultWriterConfig(p))
+		rnd := newRand(3)
+		start := int64(base)
+		id := sid(0, 1)
+		sends := []Send{w.Start(start, id)}
+		var failedAt, ackedAt int64
+		for now := start; now < start+3*DefaultRetrySpan && failedAt == 0 && ackedAt == 0; now += int64(time.Millisecond) {
+			var out WriterOutput
+			for _, s := range sends {
+				for i := range p.N {
+					st := StatusNoReply
+					if recover && now-start > int64(time.Second) {
+						st = StatusOK
+					}
+					out.add(w.Reply(now, rnd, id, s.Attempt, i, st, now))
+				}
+			}
+			out.add(w.Tick(now, rnd))
+			sends = out.Sends
+			if len(out.Fails) > 0 {
+				failedAt = now
+			}
+			if len(out.Acks) > 0 {
+				ackedAt = now
+			}
+		}
+		switch {
+		case !recover && (failedAt == 0 || failedAt-start < DefaultRetrySpan):
+			t.Fatalf("failed after %v, want at RetrySpan %v", time.Duration(failedAt-start), time.Duration(DefaultRetrySpan))
+		case recover && ackedAt == 0:
+			t.Fatal("a node set back within the retry span: the stripe was never acked")
+		}
+	}
+}
+
+// TestWriterCommitDuringBackoff: a stripe waiting out its retry backoff
+// commits through a late reply of an older attempt and is rewritten (a
+// live node refused it); the rewrite's one missing reply must still time
+// out so the stripe finishes. (Found by the simulation, seed 202: the
+// backoff's retry time stayed set and Tick never timed the rewrite out,
+// the stripe in flight for good.)
+func TestWriterCommitDuringBackoff(t *testing.T) {
+	cfg := DefaultWriterConfig(params())
+	cfg.MaxAttempts, cfg.DeliveryTimeout = 1, int64(10*time.Second)
+	w := NewWriter(cfg)
+	rnd := newRand(4)
+	now := int64(base)
+	id := sid(0, 1)
+	first := w.Start(now, id)
+	reply := func(s Send, node int, st Status) WriterOutput {
+		return w.Reply(now, rnd, id, s.Attempt, node, st, now)
+	}
+	for node, st := range []Status{StatusOK, StatusOK, StatusOK, StatusSealed} {
+		reply(first, node, st)
+	}
+	now += cfg.AttemptTimeout
+	if out := w.Tick(now, rnd); len(out.Sends) != 0 || len(out.Fails) != 0 {
+		t.Fatalf("timed-out attempt: %+v, want a backoff wait", out)
+	}
+	out := reply(first, 4, StatusOK) // late: commits, and node 3's SEALED asks for a rewrite
+	if len(out.Acks) != 1 || len(out.Sends) != 1 {
+		t.Fatalf("late reply: %+v, want an ack and a rewrite", out)
+	}
+	rewrite := out.Sends[0] // short of W with one reply missing: only its timeout ends it
+	for node, st := range []Status{StatusOK, StatusOK, StatusOK, StatusSealed, StatusSealed} {
+		reply(rewrite, node, st)
+	}
+	for end := now + 10*cfg.CommittedWait; now < end && w.InFlight() > 0; now += int64(time.Millisecond) {
+		w.Tick(now, rnd)
+	}
+	if w.InFlight() != 0 {
+		t.Fatal("the rewrite never timed out: stripe stuck in flight")
 	}
 }

@@ -100,6 +100,7 @@ type Node struct {
 	maint    *maintenance           // repair, scrub and retention state (repair.go)
 	clock    clockState             // the node's clock against its peers' (clock_watch.go)
 	peers    peerClient             // the client requests to peers and re-appends go through (reappend.go)
+	floor    floorKeeper            // the clock floor of closing scans (clock_floor.go)
 }
 
 // Stats are a node's counters (read with atomic loads).
@@ -160,6 +161,9 @@ func Start(cfg Config) (*Node, error) {
 	n := &Node{cfg: cfg, subjects: subj, scans: make(chan struct{}, cfg.ScanWorkers), started: time.Now()}
 	n.maint = newMaintenance(n)
 	n.cfg.Logger = cfg.Logger.With("node", cfg.ID)
+	if err := n.startFloor(); err != nil {
+		return nil, fmt.Errorf("node %s: %w", cfg.ID, err)
+	}
 	if err := n.startMetrics(); err != nil {
 		return nil, fmt.Errorf("node %s: %w", cfg.ID, err)
 	}

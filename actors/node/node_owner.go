@@ -132,6 +132,7 @@ func (a *ownerActor) load() {
 // write carries out core.Owner.Write: persist then reply OK, or reply now.
 func (a *ownerActor) write(m *slotRequest) {
 	n := a.node
+	a.core.RaiseFloor(n.floorUsed())
 	d := a.core.Write(n.cfg.Now(), m.write.Offset, &m.shard, m.write.Repair)
 	a.count(d.Status)
 	if !d.Persist && !d.Barrier {
@@ -185,7 +186,14 @@ func (a *ownerActor) scan(m *slotRequest) {
 		return
 	}
 	a.refreshRepaired() // repair_write.go: what repair has filled below the birth
-	d := a.core.Scan(n.cfg.Now(), q.From, q.To, q.Seal)
+	var d core.ScanDecision
+	if q.Close {
+		a.core.RaiseFloor(n.floorUsed())
+		d = a.core.Close(n.closeClock(n.cfg.Now(), int64(a.topic.Params.AcceptWindow)), q.From, q.To)
+		q.To = d.Closed // read and page up to what the node closed
+	} else {
+		d = a.core.Scan(n.cfg.Now(), q.From, q.To, q.Seal)
+	}
 	if d.Status != core.StatusOK {
 		n.scanError(m.msg, bus.Status(d.Status), d.Detail)
 		return
@@ -256,7 +264,11 @@ func (n *Node) readPage(m *slotRequest, q bus.ScanReq, d core.ScanDecision) {
 			return
 		}
 	}
-	n.respond(m.msg, pb.Reply(bus.ScanReply{Status: status, NodeClock: n.cfg.Now(), Seal: d.Seal, Birth: birth, Next: next, After: after}).Marshal())
+	seal := d.Seal
+	if q.Close {
+		seal = d.Closed // a closing scan's answer: where the node closed the range
+	}
+	n.respond(m.msg, pb.Reply(bus.ScanReply{Status: status, NodeClock: n.cfg.Now(), Seal: seal, Birth: birth, Next: next, After: after}).Marshal())
 }
 
 func isBusy(err error) bool { return err != nil && errors.Is(err, slotstore.ErrBusy) }

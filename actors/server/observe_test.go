@@ -155,8 +155,8 @@ func TestClusterMetrics(t *testing.T) {
 	if v, _ := metricSum(t, reg, "raidq_node_scans_total", nil); v < 1 {
 		t.Errorf("node scans = %v", v)
 	}
-	if v, _ := metricSum(t, reg, "raidq_node_seals_raised_total", nil); v < 1 {
-		t.Errorf("seals raised = %v", v)
+	if v, _ := metricSum(t, reg, "raidq_node_clock_floor_persists_total", nil); v < 1 {
+		t.Errorf("clock floor persists = %v", v)
 	}
 
 	// A killed node leaves the registry; restarted, it registers afresh.

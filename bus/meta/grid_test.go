@@ -10,7 +10,7 @@ import (
 
 // gridRecord is a valid topic record with the given grid field ("" for none).
 func gridRecord(grid string) []byte {
-	return []byte(`{"name":"x","partitions":1,"n":6,"k":4,"w":4,"read_delay":"500ms","accept_window":"250ms",` +
+	return []byte(`{"name":"x","partitions":1,"n":6,"k":4,"w":4,"read_delay":"250ms","accept_window":"250ms",` +
 		`"future_bound":"250ms","max_skew":"250ms","ensembles":[["a","b","c","d","e","f"]]` + grid + `}`)
 }
 

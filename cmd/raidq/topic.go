@@ -25,18 +25,17 @@ func topicCreateCmd() *cobra.Command {
 	var tc raidq.TopicConfig
 	d := raidq.DefaultParams()
 	var parity int
+	var latency string
 	cmd := &cobra.Command{
 		Use:   "create NAME",
 		Short: "Create a topic (ensembles are drawn from the live nodes)",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			tc.Name = args[0]
-			tc.Params.N = tc.Params.K + parity
-			if !cmd.Flags().Changed("accept-window") && !cmd.Flags().Changed("max-skew") && tc.Params.ReadDelay < d.ReadDelay {
-				// Keep D >= A + skew by default when only --read-delay is lowered.
-				tc.Params.AcceptWindow = tc.Params.ReadDelay / 2
-				tc.Params.FutureBound, tc.Params.MaxSkew = tc.Params.ReadDelay/2, tc.Params.ReadDelay/2
+			if err := applyProfile(cmd, &tc.Params, latency); err != nil {
+				return err
 			}
+			tc.Params.N = tc.Params.K + parity
 			if err := tc.Params.Validate(); err != nil {
 				return err
 			}
@@ -60,13 +59,15 @@ func topicCreateCmd() *cobra.Command {
 	cf.register(cmd)
 	f := cmd.Flags()
 	f.IntVar(&tc.Partitions, "partitions", 1, "partitions")
+	f.StringVar(&latency, "latency", "default", "latency profile: default (A=D=250ms, delivery in about 300ms) or low "+
+		"(A=D=20ms, delivery in tens of ms, more retries when a disk or producer stalls); --accept-window/--read-delay override it")
 	f.IntVar(&tc.Params.K, "data-shards", d.K, "data shards k")
 	f.IntVar(&parity, "parity-shards", d.N-d.K, "parity shards (n = k + parity)")
 	f.IntVar(&tc.Params.W, "acks", d.W, "write quorum W: acks that commit (must be > n/2 and >= k)")
-	f.DurationVar(&tc.Params.ReadDelay, "read-delay", d.ReadDelay, "D: readers stay this far behind the clock")
+	f.DurationVar(&tc.Params.ReadDelay, "read-delay", d.ReadDelay, "D: readers propose scans this far behind their clock (at least A)")
 	f.DurationVar(&tc.Params.AcceptWindow, "accept-window", d.AcceptWindow, "A: nodes refuse offsets older than now-A")
 	f.DurationVar(&tc.Params.FutureBound, "future-bound", d.FutureBound, "F: nodes refuse offsets newer than now+F")
-	f.DurationVar(&tc.Params.MaxSkew, "max-skew", d.MaxSkew, "clock skew budgeted for (D >= A + skew)")
+	f.DurationVar(&tc.Params.MaxSkew, "max-skew", d.MaxSkew, "clock skew budgeted for (young nodes' birth margin)")
 	f.DurationVar(&tc.Retention, "retention", 0, "drop data older than this (0: keep)")
 	f.Int64Var(&tc.RetentionBytes, "retention-bytes", 0, "drop the oldest data beyond this many bytes per partition per node (0: no limit)")
 	f.Uint64Var(&tc.Params.Grid, "offset-grid", d.Grid, "offset grid in ns, a power of two: stripe offsets are multiples of it and "+
@@ -215,4 +216,26 @@ func topicRecord(t raidq.TopicInfo) meta.TopicRecord {
 		FutureBound: meta.Duration(p.FutureBound), MaxSkew: meta.Duration(p.MaxSkew),
 		Retention: meta.Duration(t.Retention), RetentionBytes: t.RetentionBytes, Ensembles: t.Ensembles,
 		Created: uint64(t.Created.UnixNano()), Grid: p.Grid}
+}
+
+// applyProfile sets the timing parameters of the named latency profile
+// where their flags were not given, so --latency low --accept-window 30ms
+// means the low profile with a 30ms window. An --accept-window alone sets
+// the read delay to match, and a --read-delay alone lowers the window to
+// fit under it (D >= A; docs/design.md#the-read-frontier).
+func applyProfile(cmd *cobra.Command, p *raidq.Params, name string) error {
+	prof, err := raidq.ProfileParams(name)
+	if err != nil {
+		return err
+	}
+	set := cmd.Flags().Changed
+	switch {
+	case !set("accept-window") && !set("read-delay"):
+		p.AcceptWindow, p.ReadDelay = prof.AcceptWindow, prof.ReadDelay
+	case !set("accept-window"):
+		p.AcceptWindow = min(prof.AcceptWindow, p.ReadDelay)
+	case !set("read-delay"):
+		p.ReadDelay = p.AcceptWindow
+	}
+	return nil
 }

@@ -95,6 +95,14 @@ type Config struct {
 	// quorum.DefaultGrid in DefaultConfig; 0 is a topic without one.
 	Grid uint64
 
+	// Latency is the topic's latency profile (quorum.Profile): "" or
+	// "default", or "low" (A = D = 20 ms).
+	Latency string
+	// StepBack: every crashed node restarts with its clock stepped back by
+	// up to this much (its durable clock floor must keep it refusing the
+	// offsets it closed for readers before the crash).
+	StepBack time.Duration
+
 	inject bugs // deliberate bugs in the simulated actors (tests only)
 }
 
@@ -200,7 +208,8 @@ type LeaseConfig struct {
 type bugs struct {
 	ackEarly       bool // nodes answer OK before the write is durable
 	unheardAsEmpty bool // readers take a node that did not answer for an empty one
-	openWindow     bool // owners accept any old offset, and scans do not seal
+	openWindow     bool // owners accept any old offset, yet nodes close their clock minus A for readers
+	noFloor        bool // a restarted node forgets its durable clock floor (core.ClockFloor)
 	amnesia        bool // owners rebuilt after a crash forget their durable slots
 	probeBlind     bool // nodes answer every probe with "nothing after" (After 0)
 	// reader re-creates fixed read-path bugs inside core.Reader itself
@@ -298,6 +307,7 @@ type Result struct {
 	Voids, InDoubt         int           // reader verdicts (summed over readers)
 	Duplicates, Corrupt    int           // copies skipped by dedupe; corrupt shards reported
 	Stalls                 int           // main scans refused for too many unheard nodes
+	Shorts                 int           // main scans the nodes closed less of than asked (a reader's clock ahead of theirs)
 	Rescans                int           // rescans of unheard nodes
 	Suspects               int           // nodes a reader marked suspect (a scan timed out: 150 ms timeouts until it answers)
 	Sealed, Ahead          int           // SEALED and CLOCK_AHEAD replies to producers
@@ -353,12 +363,12 @@ func (r *Result) Broken() bool { return len(r.Violations) > 0 }
 // Summary is a one-line account of the run.
 func (r *Result) Summary() string {
 	return fmt.Sprintf("stripes=%d acked=%d failed=%d records=%d delivered=%v voids=%d in-doubt=%d dups=%d "+
-		"stalls=%d rescans=%d sealed=%d ahead=%d conflicts=%d retries=%d rewrites=%d crashes=%d drops=%d "+
+		"stalls=%d shorts=%d rescans=%d sealed=%d ahead=%d conflicts=%d retries=%d rewrites=%d crashes=%d drops=%d "+
 		"refused=%d long=%d quorum-loss=%d excused=%d probes=%d skips=%d late=%d acked-in-doubt=%d moved=%d redelivered=%d suspects=%d max-lag=%v "+
 		"kv-calls=%d kv-failed=%d group-delivered=%d group-dups=%d claims=%d fenced=%d releases=%d orphans=%d pauses=%d handovers=%d capped=%d "+
 		"lease-takes=%d lease-moves=%d lease-max-gap=%v wiped=%d unknown=%d wipe-lost=%d sim=%v violations=%d",
 		r.Stripes, r.Acked, r.Failed, r.AckedRecords, r.Delivered, r.Voids, r.InDoubt, r.Duplicates,
-		r.Stalls, r.Rescans, r.Sealed, r.Ahead, r.Conflicts, r.Retries, r.Rewrites, r.Crashes, r.Drops,
+		r.Stalls, r.Shorts, r.Rescans, r.Sealed, r.Ahead, r.Conflicts, r.Retries, r.Rewrites, r.Crashes, r.Drops,
 		r.Refused, r.LongCrashes, r.QuorumLosses, r.Excused, r.Probes, r.Skips, r.Late, r.AckedInDoubt, r.Moved, r.Redelivered,
 		r.Suspects, r.MaxLag.Round(time.Millisecond), r.KVCalls, r.KVFailed, r.GroupDelivered, r.GroupDups, r.Claims, r.Fenced, r.Releases,
 		r.Orphans, r.Pauses, r.Handovers, r.CappedCommits, r.LeaseTakes, r.LeaseMoves, r.LeaseMaxGap.Round(time.Millisecond),

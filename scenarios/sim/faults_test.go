@@ -27,7 +27,7 @@ func TestSimFaultKinds(t *testing.T) {
 			func(a tally) bool { return a.quorumLoss > 0 && a.excused > 0 && a.stalls > 0 }},
 		{"clocks off by seconds", func(c *Config) {
 			c.NodeOffset, c.ReaderSkew, c.FastReader, c.NodeSkew = 3*time.Second, 2*time.Second, 3*time.Second, 100*time.Millisecond
-		}, func(a tally) bool { return a.stalls > 0 && a.ahead > 0 }},
+		}, func(a tally) bool { return a.shorts > 0 && a.ahead > 0 }},
 		{"reader clock past SkipBehind", func(c *Config) { c.FastReader = 13 * time.Second },
 			func(a tally) bool { return a.probes > 0 }},
 		// With no skip at all the core's far-behind path is dead code here:

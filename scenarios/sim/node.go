@@ -7,6 +7,7 @@ import (
 
 	"github.com/raidq/raidq/actors/core"
 	"github.com/raidq/raidq/stripe"
+	"github.com/raidq/raidq/stripe/quorum"
 )
 
 // node is one simulated storage node: a slot-owner per one-second range in
@@ -31,6 +32,12 @@ type node struct {
 	seals  map[uint64]uint64            // durable seals, by range start
 	synced int64                        // true time when everything queued so far is durable
 
+	// The clock floor of closing scans (core.ClockFloor): in memory, and
+	// the value made durable; a crash rebuilds the former from the latter
+	// (startFloor).
+	floor     *core.ClockFloor
+	diskFloor int64
+
 	// Incarnations (wipe.go): the current one's number and birth, when the
 	// node was last wiped, and every shard its earlier incarnations held.
 	inc     int
@@ -40,8 +47,40 @@ type node struct {
 }
 
 func newNode(s *sim, id int, skew int64, slow bool) *node {
-	return &node{s: s, id: id, skew: skew, slow: slow, up: true, owners: map[uint64]*core.Owner{},
+	n := &node{s: s, id: id, skew: skew, slow: slow, up: true, owners: map[uint64]*core.Owner{},
 		mem: map[uint64]core.SlotInfo{}, disk: map[uint64]map[uint64][]byte{}, seals: map[uint64]uint64{}, past: map[uint64][]byte{}}
+	n.startFloor()
+	return n
+}
+
+// startFloor is the node's start-up (actors/node startFloor): the floor
+// from the disk (none with the noFloor bug), then a little ahead of the
+// clock made durable before the node answers anything.
+func (n *node) startFloor() {
+	restored := n.diskFloor
+	if n.s.cfg.inject.noFloor {
+		restored = 0
+	}
+	n.floor = core.NewClockFloor(restored)
+	if _, p := n.floor.CloseClock(n.clock(), int64(quorum.LowLatencyWindow)); p != 0 {
+		n.diskFloor = max(n.diskFloor, p)
+		n.floor.Persisted(p, true)
+	}
+}
+
+// closeClock is the clock a closing scan may use now; a due floor goes
+// through the durability queue like a seal (lost if the node crashes
+// first).
+func (n *node) closeClock() int64 {
+	clock, p := n.floor.CloseClock(n.clock(), int64(n.s.params.AcceptWindow))
+	if p != 0 {
+		f := n.floor
+		n.durable(func() {
+			n.diskFloor = max(n.diskFloor, p)
+			f.Persisted(p, true)
+		})
+	}
+	return clock
 }
 
 func (n *node) clock() int64 { return n.s.now + n.skew }
@@ -111,7 +150,11 @@ func (n *node) write(p client, snd core.Send, b []byte) {
 		s.violate("n%d: producer sent a bad shard: %v", n.id, err)
 		return
 	}
-	d := n.owner(core.RangeStart(snd.Offset)).Write(n.clock(), snd.Offset, &sh.ShardHeader, false)
+	o := n.owner(core.RangeStart(snd.Offset))
+	if !s.cfg.inject.openWindow {
+		o.RaiseFloor(n.floor.Used())
+	}
+	d := o.Write(n.clock(), snd.Offset, &sh.ShardHeader, false)
 	s.log.add("n%d write %s#%d %s -> %s persist=%v barrier=%v", n.id, sid(snd.ID), snd.Attempt, s.log.off(snd.Offset), d.Status, d.Persist, d.Barrier)
 	reply := func() { n.replyWrite(p, snd, d.Status) }
 	switch {
@@ -162,8 +205,10 @@ func (n *node) replyWrite(p client, snd core.Send, st core.Status) {
 		func() { p.reply(snd, n.id, st, clock) })
 }
 
-// scan serves a reader's scan: it seals on the owner, waits for the seal
-// and every earlier write to be durable, then returns the durable slots.
+// scan serves a reader's closing scan: the owner closes what the node
+// already refuses (core.Owner.Close), the node waits for every earlier
+// write to be durable, then returns the durable slots below the closed
+// offset.
 func (n *node) scan(r *reader, f *flight) {
 	s := n.s
 	if n.down(func() string { return sprintf("scan from %s", r.name) }, func() { r.answer(f, core.NodeResult{Node: n.id}, false) }) {
@@ -173,17 +218,14 @@ func (n *node) scan(r *reader, f *flight) {
 	lo := core.RangeStart(sc.From)
 	o := n.owner(lo)
 	s.refreshRepaired(n, o)
-	d := o.Scan(n.clock(), sc.From, sc.To, !s.cfg.inject.openWindow)
+	d := n.close(o, sc)
 	if d.Status != core.StatusOK {
 		s.log.add("n%d scan %s [%s,%s) -> %s", n.id, r.name, s.log.off(sc.From), s.log.off(sc.To), d.Status)
 		n.replyScan(r, f, core.NodeResult{Node: n.id})
 		return
 	}
 	unknown := d.Unknown
-	if d.PersistSeal {
-		seal := d.Seal
-		n.durable(func() { n.seals[lo] = max(n.seals[lo], seal) })
-	}
+	closed := d.Closed
 	n.after(max(n.synced, s.now), func() {
 		if unknown {
 			// bus.StatusUnknown: the reader actor counts the node unheard.
@@ -192,18 +234,33 @@ func (n *node) scan(r *reader, f *flight) {
 			n.replyScan(r, f, core.NodeResult{Node: n.id})
 			return
 		}
-		n.checkBirth(sc.From, sc.To)
-		res := core.NodeResult{Node: n.id, Heard: true, Entries: n.entries(lo, sc.From, sc.To), Clock: n.clock()}
+		n.checkBirth(sc.From, closed)
+		res := core.NodeResult{Node: n.id, Heard: true, Closed: closed, Entries: n.entries(lo, sc.From, closed), Clock: n.clock()}
 		probe := ""
 		if sc.Probe {
 			if !s.cfg.inject.probeBlind {
-				res.After = n.firstAfter(sc.To)
+				res.After = n.firstAfter(closed)
 			}
 			probe = " after=" + s.log.offOrNone(res.After)
 		}
-		s.log.add("n%d scan %s [%s,%s) -> %d slots%s", n.id, r.name, s.log.off(sc.From), s.log.off(sc.To), len(res.Entries), probe)
+		s.log.add("n%d scan %s [%s,%s) -> closed %s, %d slots%s", n.id, r.name, s.log.off(sc.From), s.log.off(sc.To),
+			s.log.off(closed), len(res.Entries), probe)
 		n.replyScan(r, f, res)
 	})
+}
+
+// close decides a closing scan on o. With the openWindow bug the owner
+// accepts any old offset (its Accept is an hour) while the node still
+// claims to have closed its clock minus A, as a node whose promise does
+// not hold.
+func (n *node) close(o *core.Owner, sc core.Scan) core.ScanDecision {
+	if !n.s.cfg.inject.openWindow {
+		o.RaiseFloor(n.floor.Used())
+		return o.Close(n.closeClock(), sc.From, sc.To)
+	}
+	d := o.Scan(n.clock(), sc.From, sc.To, false)
+	d.Closed = max(min(sc.To, uint64(max(n.clock()-int64(n.s.params.AcceptWindow), 0))), sc.From)
+	return d
 }
 
 // entries lists the durable slots of [from, to), in offset order.

@@ -169,6 +169,18 @@ func (n *node) restart(o outage) {
 	if o.what == "wipe" {
 		n.reborn(o)
 	}
+	if step := n.s.cfg.StepBack; step > 0 {
+		// The node comes back with its clock stepped back (an NTP step,
+		// a bad RTC): its durable floor keeps it refusing what it closed.
+		back := n.s.rnd.Int64N(int64(step))
+		n.skew -= back
+		n.s.log.add("n%d clock stepped back %v on restart", n.id, time.Duration(back).Round(time.Millisecond))
+		n.s.at(n.s.now+int64(time.Second)+n.s.rnd.Int64N(int64(time.Second)), func() {
+			n.skew += back // set right again, as NTP would
+			n.s.log.add("n%d clock set right (+%v)", n.id, time.Duration(back).Round(time.Millisecond))
+		})
+	}
+	n.startFloor()
 	n.up = true
 	n.s.log.add("n%d restart after %v %s %s", n.id, time.Duration(o.end-o.start).Round(time.Millisecond), o.kind, o.what)
 }

@@ -224,6 +224,13 @@ func (r *reader) finish(f *flight) {
 		r.wakeAt(s.now + pollEvery)
 		return
 	}
+	if out.Short {
+		s.res.Shorts++
+		// The nodes closed less than asked (the reader actor's holdMain):
+		// wait for their clocks.
+		r.wakeAt(s.now + pollEvery)
+		return
+	}
 	r.wakeAt(s.now)
 }
 
@@ -267,7 +274,7 @@ func (r *reader) record(out core.Output) {
 func (r *reader) silentAsEmpty(f *flight) []core.NodeResult {
 	out := []core.NodeResult{}
 	for _, i := range f.sc.Nodes {
-		res := core.NodeResult{Node: i, Heard: true}
+		res := core.NodeResult{Node: i, Heard: true, Closed: f.sc.To}
 		for _, got := range f.results {
 			if got.Node == i && got.Heard {
 				res = got

@@ -18,7 +18,34 @@ import (
 // withRepair the nodes' repair loop (repair.go) from another, and withGrid
 // takes the offset grid away for about one seed in three (grid.go).
 func SeedConfig(seed uint64) Config {
-	return withGrid(withRepair(withMeta(withHard(baseConfig(seed), seed, DefaultHard, 6), seed), seed), seed)
+	return withLatency(withGrid(withRepair(withMeta(withHard(baseConfig(seed), seed, DefaultHard, 6), seed), seed), seed), seed)
+}
+
+// withLatency, from a stream of its own, runs about one seed in three on
+// the low-latency profile and restarts crashed nodes with their clocks
+// stepped back by up to 0.5-3 s for about one seed in four (the durable
+// clock floor, core.ClockFloor).
+//
+// On the low profile (A = D = 20 ms) a node slower than A/2 is as good as
+// down, so those seeds have no slow nodes (50-150 ms late) and node clocks
+// within 5 ms of each other: the fault model keeps at most n-W nodes down
+// or slow at once. A node with its clock stepped back by seconds is down
+// too until its clock is set right (1-2 s later, as NTP would), on top of
+// the crashes the fault model counts, so those seeds expect no liveness:
+// they check that nothing acked is lost.
+func withLatency(c Config, seed uint64) Config {
+	r := rand.New(rand.NewPCG(seed, 0x1a7e))
+	low, step := r.IntN(3) == 0, r.IntN(4) == 0
+	back := time.Duration(500+r.IntN(2500)) * time.Millisecond
+	if low {
+		c.Latency = "low"
+		c.NodeSkew = min(c.NodeSkew, 5*time.Millisecond)
+		c.SlowNodes = 0
+	}
+	if step {
+		c.StepBack, c.ExpectNoFailures = back, false
+	}
+	return c
 }
 
 // HardSeedConfig is the scenario of SeedConfig without its hard kinds,

@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"time"
 
@@ -71,7 +72,10 @@ func Run(cfg Config) Result {
 }
 
 func newSim(cfg Config) *sim {
-	p := quorum.Default()
+	p, err := quorum.Profile(cfg.Latency)
+	if err != nil {
+		panic(fmt.Sprintf("sim config: %v", err))
+	}
 	p.N, p.K, p.W, p.Grid = cfg.Nodes, cfg.K, cfg.W, cfg.Grid
 	s := &sim{cfg: cfg, params: p, rnd: rand.New(rand.NewPCG(cfg.Seed, 0x7a1d)), now: epoch0, truth: newTruth()}
 	s.kv = newKV(s)
