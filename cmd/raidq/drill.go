@@ -15,6 +15,8 @@ import (
 	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
 
+	"github.com/raidq/raidq"
+
 	"github.com/raidq/raidq/scenarios/drill"
 )
 
@@ -71,6 +73,7 @@ func (d *drillFlags) register(cmd *cobra.Command) {
 	f.IntVar(&cfg.Producers, "producers", 4, "producers (each its own client; the conflict drill uses at least 16)")
 	f.IntVar(&cfg.Size, "size", 256, "message size in bytes")
 	f.IntVar(&cfg.Partitions, "partitions", 4, "partitions of the drill topic")
+	f.StringVar(&cfg.Latency, "latency", "default", "latency profile of the drill topic: default or low (topic create --latency)")
 	f.IntVar(&cfg.Window, "window", 512, "sends in flight per producer")
 	f.StringVar(&cfg.Out, "out", "", "write <drill>-seed<N>.png (ack latency, faults marked), .jsonl (history) and .json here")
 	f.StringVar(&cfg.Binary, "binary", "", "the raidq binary the nodes run (default: this one)")
@@ -178,6 +181,9 @@ func (d *drillFlags) complete() error {
 // error if it could not run.
 func runOneDrill(ctx context.Context, cmd *cobra.Command, f *drillFlags, name string, seed uint) (string, error) {
 	c := f.cfg
+	if _, err := raidq.ProfileParams(c.Latency); err != nil {
+		return "", fmt.Errorf("--latency: %w", err)
+	}
 	c.Scenario, c.Seed = name, uint64(seed)
 	if !cmd.Flags().Changed("duration") {
 		c.Duration = drill.DefaultDuration(name)

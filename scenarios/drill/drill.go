@@ -75,6 +75,9 @@ type Config struct {
 	Size int
 	// Partitions of the drill topic (default 4).
 	Partitions int
+	// Latency is the drill topic's latency profile (raidq.ProfileParams:
+	// "" or "default", or "low").
+	Latency string
 	// Window bounds the sends in flight per producer (default 512).
 	Window int
 	// Binary is the raidq binary; empty builds ./cmd/raidq.
@@ -597,7 +600,11 @@ func (r *run) createTopic(ctx context.Context) error {
 	defer cancel()
 	var last error
 	for {
-		info, err := c.CreateTopic(cctx, raidq.TopicConfig{Name: Topic, Partitions: r.cfg.Partitions, Params: raidq.DefaultParams()})
+		params, perr := raidq.ProfileParams(r.cfg.Latency)
+		if perr != nil {
+			return perr
+		}
+		info, err := c.CreateTopic(cctx, raidq.TopicConfig{Name: Topic, Partitions: r.cfg.Partitions, Params: params})
 		if err == nil {
 			r.topicCreated = uint64(info.Created.UnixNano())
 			break
