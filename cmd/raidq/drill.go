@@ -16,7 +16,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/raidq/raidq"
-
 	"github.com/raidq/raidq/scenarios/drill"
 )
 
