@@ -118,11 +118,11 @@ func (h *holding) follow() bool {
 
 // margin is how far behind this node's clock a record written from now on
 // may be: an owner refuses offsets older than its clock minus the accept
-// window, and the read delay D covers that window plus the clock skew
-// between nodes (docs/design.md#the-arithmetic), so D is enough.
+// window A, and the nodes' clocks differ by up to the skew budget
+// (docs/design.md#the-arithmetic), so A plus the skew (or D, if larger).
 func (h *holding) margin() time.Duration {
-	if t, err := h.j.m.cfg.Catalog.Topic(h.j.k.topic); err == nil && t.Params.ReadDelay > 0 {
-		return t.Params.ReadDelay
+	if t, err := h.j.m.cfg.Catalog.Topic(h.j.k.topic); err == nil && t.Params.AcceptWindow > 0 {
+		return max(t.Params.ReadDelay, t.Params.AcceptWindow+t.Params.MaxSkew)
 	}
 	return 5 * time.Second
 }
