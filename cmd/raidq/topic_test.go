@@ -60,3 +60,40 @@ func TestTopicShowsGrid(t *testing.T) {
 		}
 	}
 }
+
+// TestTopicLatencyFlag: --latency picks the profile's A and D unless
+// --accept-window or --read-delay are given; one alone sets the other to
+// fit (D >= A); an unknown profile is refused before any connection.
+func TestTopicLatencyFlag(t *testing.T) {
+	low, def := raidq.LowLatencyParams(), raidq.DefaultParams()
+	cases := []struct {
+		args []string
+		a, d time.Duration
+	}{
+		{nil, def.AcceptWindow, def.ReadDelay},
+		{[]string{"--latency", "low"}, low.AcceptWindow, low.ReadDelay},
+		{[]string{"--latency", "low", "--accept-window", "30ms"}, 30 * time.Millisecond, 30 * time.Millisecond},
+		{[]string{"--read-delay", "100ms"}, 100 * time.Millisecond, 100 * time.Millisecond},
+		{[]string{"--latency", "low", "--read-delay", "1s"}, low.AcceptWindow, time.Second},
+	}
+	for _, tc := range cases {
+		cmd := topicCreateCmd()
+		if err := cmd.ParseFlags(tc.args); err != nil {
+			t.Fatal(err)
+		}
+		latency, _ := cmd.Flags().GetString("latency")
+		p := def
+		p.AcceptWindow, _ = cmd.Flags().GetDuration("accept-window")
+		p.ReadDelay, _ = cmd.Flags().GetDuration("read-delay")
+		if err := applyProfile(cmd, &p, latency); err != nil || p.AcceptWindow != tc.a || p.ReadDelay != tc.d {
+			t.Errorf("%v: A=%v D=%v (%v), want A=%v D=%v", tc.args, p.AcceptWindow, p.ReadDelay, err, tc.a, tc.d)
+		}
+	}
+	cmd := topicCreateCmd()
+	cmd.SetArgs([]string{"x", "--latency", "fast"})
+	cmd.SetOut(io.Discard)
+	cmd.SetErr(io.Discard)
+	if err := cmd.Execute(); !errors.Is(err, quorum.ErrInvalidParams) || !strings.Contains(err.Error(), "low") {
+		t.Fatalf("--latency fast: want an error naming the profiles, got %v", err)
+	}
+}
