@@ -3,9 +3,11 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"time"
 
@@ -23,6 +25,7 @@ type benchFlags struct {
 	kafkaInflight    int
 	quiet, direct    bool
 	pipeline, repeat int
+	fanout           string
 	o                benchOutput
 }
 
@@ -48,10 +51,25 @@ and runs raidq healthy before and after that phase: the slow p99 is
 compared with the mean of the two healthy p99s, and their own ratio shows
 how much the machine drifted between phases.
 --out DIR writes PNG charts. Every process runs on this machine: the
-numbers compare the two systems under the same load, nothing more.`,
+numbers compare the two systems under the same load, nothing more.
+
+Read side (instead of the publishing workload; any of them, each against
+fresh servers of both systems; JSON "read", docs/bench.md "Read side"):
+--e2e measures send→delivery latency at a raidq.Consumer and at a NATS
+subscriber of the nodes' deliver subject (JetStream: an ordered push
+consumer and a core subscriber), sending one message at a time or at
+--rate per second; --catchup fills a backlog of --messages and times one
+consumer reading it from the earliest position (JetStream: an ordered
+consumer and a pull consumer with acks); --fanout 1,4,16 measures the
+CPU per message with that many readers of one partition. --latency low
+creates the raidq topic with the low-latency profile.`,
 		Example: `  raidq bench --vs jetstream
   raidq bench --vs jetstream --fsync=false --json
-  raidq bench --vs jetstream --kill 2 --out docs/bench`,
+  raidq bench --vs jetstream --kill 2 --out docs/bench
+  raidq bench --e2e --vs jetstream --messages 2000
+  raidq bench --e2e --latency low --rate 500 --vs jetstream
+  raidq bench --catchup --vs jetstream --messages 1000000
+  raidq bench --fanout 1,4,16 --vs jetstream --messages 10000`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runBench(cmd, &f)
@@ -96,6 +114,12 @@ func (b *benchFlags) register(cmd *cobra.Command) {
 	f.BoolVarP(&b.quiet, "quiet", "q", false, "no progress lines on stderr")
 	f.BoolVar(&c.JetStreamOnly, "jetstream-only", false, "run only the JetStream side")
 	_ = f.MarkHidden("jetstream-only")
+	f.StringVar(&c.Latency, "latency", "default", "latency profile of the raidq topic: default or low (raidq.ProfileParams)")
+	f.BoolVar(&c.E2E, "e2e", false, "read side: send→delivery latency p50/p99/p99.9 at a raidq.Consumer and a deliver-subject subscriber (JetStream: ordered push consumer, core subscriber); lost messages")
+	f.BoolVar(&c.CatchUp, "catchup", false, "read side: fill a backlog of --messages, then time one consumer reading it from the earliest position (msgs/s, CPU per message)")
+	f.StringVar(&b.fanout, "fanout", "", "read side: comma-separated reader counts, e.g. 1,4,16: CPU per message with that many subscribers, then consumers, of one partition (0: the producer alone)")
+	f.Float64Var(&c.Rate, "rate", 0, fmt.Sprintf("--e2e and --fanout: send this many messages per second (0: --e2e sends one at a time, --fanout %d/s)", bench.DefaultFanOutRate))
+	f.DurationVar(&c.E2ETimeout, "e2e-timeout", 10*time.Second, "--e2e and --fanout: how long to wait for deliveries after the last send before the missing ones count as lost")
 	f.StringVar(&c.NodeBinary, "node-binary", "", "run the raidq nodes from this binary (another build, for before/after)")
 	_ = f.MarkHidden("node-binary")
 }
@@ -104,6 +128,9 @@ func (b *benchFlags) register(cmd *cobra.Command) {
 // table or JSON on stdout, charts and the JSON file as asked.
 func runBench(cmd *cobra.Command, f *benchFlags) error {
 	if err := f.complete(); err != nil {
+		return err
+	}
+	if err := f.cfg.Validate(); err != nil {
 		return err
 	}
 	fmt.Fprintln(os.Stderr, "raidq bench runs its servers without authentication, listening on 127.0.0.1 only")
@@ -144,6 +171,9 @@ func (f *benchFlags) complete() error {
 		return fmt.Errorf("--kafka-inflight %d: 1..5 (an idempotent producer allows at most 5), 0 for kgo's default", f.kafkaInflight)
 	}
 	cfg.KafkaInflight = f.kafkaInflight
+	if err := f.completeRead(); err != nil {
+		return err
+	}
 	cfg.KafkaLinger = -1
 	if f.kafkaLinger != "" {
 		d, err := time.ParseDuration(f.kafkaLinger)
@@ -170,6 +200,30 @@ func (f *benchFlags) complete() error {
 	cfg.Binary = bin
 	if !f.quiet {
 		cfg.Log = os.Stderr
+	}
+	return nil
+}
+
+// completeRead parses --fanout and checks the read-side flags the
+// bench package cannot see (--out, --e2e-timeout 0); bench.Config checks
+// the rest.
+func (f *benchFlags) completeRead() error {
+	cfg := &f.cfg
+	if s := strings.TrimSpace(f.fanout); s != "" {
+		for _, part := range strings.Split(s, ",") {
+			n, err := strconv.Atoi(strings.TrimSpace(part))
+			if err != nil {
+				return fmt.Errorf("--fanout %q: want comma-separated reader counts, e.g. 1,4,16", f.fanout)
+			}
+			cfg.FanOut = append(cfg.FanOut, n)
+		}
+	}
+	read := cfg.E2E || cfg.CatchUp || len(cfg.FanOut) > 0
+	if cfg.E2ETimeout <= 0 {
+		return fmt.Errorf("--e2e-timeout %v: must be > 0", cfg.E2ETimeout)
+	}
+	if read && f.o.out != "" {
+		return errors.New("--out: the charts are of the publishing workload; not with --e2e, --catchup or --fanout")
 	}
 	return nil
 }

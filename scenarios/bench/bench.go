@@ -23,6 +23,7 @@
 package bench
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -100,6 +101,28 @@ type Config struct {
 	// at 1, raidq's nodes used ~15% less CPU there; JetStream did not gain).
 	ServerProcs int
 
+	// Latency is the raidq topic's latency profile (raidq.ProfileParams):
+	// "default" or "low"; empty: default. JetStream has no such setting.
+	Latency string
+
+	// The read-side modes (read.go). Any of them replaces the publishing
+	// workload; each runs against raidq and, with VsJetStream, JetStream.
+	//
+	// E2E measures send→delivery latency (e2e.go); CatchUp the time one
+	// consumer takes to read a backlog of Messages (catchup.go); FanOut,
+	// for each count in it, the CPU that many readers of one partition
+	// cost (fanout.go).
+	E2E     bool
+	CatchUp bool
+	FanOut  []int
+	// Rate paces the read modes' producer in messages per second. 0: E2E
+	// sends synchronously, one message at a time, and FanOut sends at
+	// DefaultFanOutRate.
+	Rate float64
+	// E2ETimeout is how long deliveries are awaited after the last send
+	// (E2E and FanOut) before the missing ones count as lost (default 10s).
+	E2ETimeout time.Duration
+
 	// Direct: the raidq client reaches each node through the node's own
 	// NATS server (raidq.WithDirectNodes).
 	Direct bool
@@ -123,8 +146,8 @@ func (c *Config) defaults() error {
 	if c.Window <= 0 {
 		c.Window = 64
 	}
-	if !c.Async {
-		c.Window = 1
+	if !c.Async && !c.readModes() {
+		c.Window = 1 // the catch-up fill keeps Window outstanding
 	}
 	if c.Partitions <= 0 {
 		c.Partitions = 1
@@ -139,6 +162,9 @@ func (c *Config) defaults() error {
 	}
 	if c.SlowDelay <= 0 {
 		c.SlowDelay = 50 * time.Millisecond
+	}
+	if c.E2ETimeout == 0 {
+		c.E2ETimeout = 10 * time.Second
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
@@ -158,8 +184,15 @@ func (c *Config) defaults() error {
 	case c.Kill > 2:
 		return fmt.Errorf("--kill %d: raidq's 4+2 code tolerates 2 dead nodes; more would fail sends, not measure them", c.Kill)
 	}
-	return nil
+	if _, err := raidq.ProfileParams(c.Latency); err != nil {
+		return fmt.Errorf("--latency %q: want default or low", c.Latency)
+	}
+	return c.checkRead()
 }
+
+// Validate checks c as Run would, without running anything: the error
+// Run would return for these settings, or nil.
+func (c Config) Validate() error { return c.defaults() }
 
 func (c *Config) logf(format string, args ...any) {
 	fmt.Fprintf(c.Log, format+"\n", args...)
@@ -178,9 +211,16 @@ type Report struct {
 	JetStream         *Result `json:"jetstream,omitempty"`
 	// Kafka is the workload sent by kgo through a Kafka gateway (VsKafka);
 	// KafkaVsNative compares it with Raidq.
-	Kafka         *Result            `json:"kafka,omitempty"`
-	KafkaVsNative *KafkaComparison   `json:"kafka_vs_native,omitempty"`
-	Ratio         map[string]float64 `json:"ratio,omitempty"`
+	Kafka         *Result          `json:"kafka,omitempty"`
+	KafkaVsNative *KafkaComparison `json:"kafka_vs_native,omitempty"`
+	// Async names the --async comparison's figures (async.go).
+	Async *AsyncFigures `json:"async,omitempty"`
+	// Read are the read-side modes' figures by name (read.go), ReadSetup
+	// says what each measured and FanOut has one row per fan-out phase.
+	Read      map[string]float64 `json:"read,omitempty"`
+	ReadSetup []string           `json:"read_setup,omitempty"`
+	FanOut    []FanOutRow        `json:"fanout,omitempty"`
+	Ratio     map[string]float64 `json:"ratio,omitempty"`
 	// Disk is the disk probe (Config.DiskProbe): 1, 3 and 6 writers.
 	Disk     []DiskProbe  `json:"disk_probe,omitempty"`
 	Workload WorkloadInfo `json:"workload"`
@@ -197,7 +237,11 @@ type WorkloadInfo struct {
 	Slow       int    `json:"slow"`
 	SlowMs     int64  `json:"slow_delay_ms,omitempty"`
 	Partitions int    `json:"partitions"`
-	CPUs       int    `json:"cpus"`
+	// Latency is the raidq topic's latency profile.
+	Latency string `json:"latency_profile"`
+	// Rate is the read modes' send rate (0: E2E sends one at a time).
+	Rate float64 `json:"rate_msgs_s,omitempty"`
+	CPUs int     `json:"cpus"`
 	// ServerProcs is GOMAXPROCS of the server processes (0: Go's default).
 	ServerProcs int    `json:"server_gomaxprocs,omitempty"`
 	Started     string `json:"started"`
@@ -227,15 +271,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		}
 		cfg.ProfileDir = abs
 	}
-	mode := "sync"
-	if cfg.Async {
-		mode = fmt.Sprintf("async, window %d", cfg.Window)
-	}
-	r := &Report{Workload: WorkloadInfo{Messages: cfg.Messages, Size: cfg.Size, Publishers: cfg.Publishers, Mode: mode,
-		Fsync: cfg.Fsync, Kill: cfg.Kill, Slow: cfg.Slow, Partitions: cfg.Partitions, CPUs: runtime.NumCPU(), ServerProcs: cfg.ServerProcs,
-		Started: time.Now().UTC().Format(time.RFC3339)}}
-	if cfg.Slow > 0 {
-		r.Workload.SlowMs = cfg.SlowDelay.Milliseconds()
+	r := newReport(&cfg)
+	if cfg.readModes() {
+		return r, runRead(ctx, &cfg, dir, r)
 	}
 	var err error
 	if cfg.DiskProbe && cfg.Fsync {
@@ -279,7 +317,26 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	r.slowRatios()
 	r.compareKafka()
+	r.Async = asyncFigures(&cfg, r)
 	return r, nil
+}
+
+// newReport is an empty report of a run with cfg (its workload filled in).
+func newReport(cfg *Config) *Report {
+	mode := "sync"
+	if cfg.Async {
+		mode = fmt.Sprintf("async, window %d", cfg.Window)
+	}
+	if cfg.readModes() {
+		mode = cfg.readModeName()
+	}
+	r := &Report{Workload: WorkloadInfo{Messages: cfg.Messages, Size: cfg.Size, Publishers: cfg.Publishers, Mode: mode,
+		Fsync: cfg.Fsync, Kill: cfg.Kill, Slow: cfg.Slow, Partitions: cfg.Partitions, Latency: cmp.Or(cfg.Latency, "default"),
+		Rate: cfg.Rate, CPUs: runtime.NumCPU(), ServerProcs: cfg.ServerProcs, Started: time.Now().UTC().Format(time.RFC3339)}}
+	if cfg.Slow > 0 {
+		r.Workload.SlowMs = cfg.SlowDelay.Milliseconds()
+	}
+	return r
 }
 
 // runHealthy runs raidq as cfg says but with no slow or killed nodes, in
@@ -452,10 +509,15 @@ func ratios(a, b *Result) map[string]float64 {
 
 // PrintTable writes the side-by-side table.
 func (r *Report) PrintTable(w io.Writer) {
+	if r.Read != nil {
+		r.printRead(w)
+		return
+	}
 	printWorkload(w, r.Workload)
 	cols, head := r.columns()
 	r.printMetrics(w, cols, head)
 	r.KafkaVsNative.print(w)
+	r.Async.print(w)
 	r.printNotes(w)
 	printSetups(w, cols)
 }

@@ -54,51 +54,101 @@ type jsServer struct {
 
 func (s *jsServer) url() string { return fmt.Sprintf("nats://127.0.0.1:%d", s.clientPort) }
 
-// runJetStream runs the workload against a three-server JetStream
-// cluster and an R3 file stream.
-func runJetStream(ctx context.Context, cfg *Config, dir string) (*Result, error) {
-	res := &Result{System: "jetstream", Messages: cfg.Messages}
+// jsEnv is a started three-server JetStream cluster with the R3 stream
+// created and current: an admin connection, its JetStream context and the
+// stream leader's index.
+type jsEnv struct {
+	servers []*jsServer
+	admin   *nats.Conn
+	ajs     jetstream.JetStream
+	leader  int
+	// graceful: kill stops the servers with SIGTERM (they write their CPU
+	// profiles on exit) instead of killing them.
+	graceful bool
+}
+
+// startJetStream starts the servers (fsync as cfg.Fsync says, described
+// in res.Setup) and creates the stream. On error everything started is
+// killed; otherwise the caller calls kill (or stop) when done.
+func startJetStream(ctx context.Context, cfg *Config, dir string, res *Result) (*jsEnv, error) {
 	sync := jsSetup(cfg, res)
 	servers, err := newJSServers(dir)
 	if err != nil {
 		return nil, err
 	}
-	defer func() {
-		for _, s := range servers {
-			if s.proc != nil {
-				s.proc.Kill()
-			}
-		}
-	}()
-	if err := startJSServers(cfg, servers, sync); err != nil {
+	e := &jsEnv{servers: servers, graceful: cfg.ProfileDir != ""}
+	if err := e.start(ctx, cfg, sync); err != nil {
+		e.kill()
 		return nil, err
 	}
-	admin, err := nats.Connect(strings.Join(jsURLs(servers, -1), ","), nats.Name("jsbench-admin"), nats.MaxReconnects(-1))
-	if err != nil {
-		return nil, err
+	return e, nil
+}
+
+func (e *jsEnv) start(ctx context.Context, cfg *Config, sync string) error {
+	if err := startJSServers(cfg, e.servers, sync); err != nil {
+		return err
 	}
-	defer admin.Close()
-	ajs, err := jetstream.New(admin)
-	if err != nil {
-		return nil, err
+	var err error
+	if e.admin, err = nats.Connect(strings.Join(jsURLs(e.servers, -1), ","), nats.Name("jsbench-admin"), nats.MaxReconnects(-1)); err != nil {
+		return err
+	}
+	if e.ajs, err = jetstream.New(e.admin); err != nil {
+		return err
 	}
 	sctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
-	leader, err := createStream(sctx, ajs)
+	leader, err := createStream(sctx, e.ajs)
+	if err != nil {
+		return err
+	}
+	if e.leader = jsServerIndex(e.servers, leader); e.leader < 0 {
+		return fmt.Errorf("jetstream: stream leader %q is not one of the servers", leader)
+	}
+	return nil
+}
+
+// kill closes the admin connection and SIGKILLs every server still
+// running (SIGTERM first when graceful).
+func (e *jsEnv) kill() {
+	if e.admin != nil {
+		e.admin.Close()
+	}
+	for _, s := range e.servers {
+		if s.proc != nil && e.graceful && !s.proc.Exited() {
+			_, _ = s.proc.Stop(30 * time.Second)
+		}
+		if s.proc != nil {
+			s.proc.Kill()
+		}
+	}
+}
+
+// tracked returns a fresh tracker per server process.
+func (e *jsEnv) tracked() []*tracked {
+	procs := make([]*tracked, len(e.servers))
+	for i, s := range e.servers {
+		procs[i] = &tracked{name: s.name, pid: s.proc.Cmd.Process.Pid}
+	}
+	return procs
+}
+
+// runJetStream runs the workload against a three-server JetStream
+// cluster and an R3 file stream.
+func runJetStream(ctx context.Context, cfg *Config, dir string) (*Result, error) {
+	res := &Result{System: "jetstream", Messages: cfg.Messages}
+	e, err := startJetStream(ctx, cfg, dir, res)
 	if err != nil {
 		return nil, err
 	}
-	lidx := jsServerIndex(servers, leader)
-	if lidx < 0 {
-		return nil, fmt.Errorf("jetstream: stream leader %q is not one of the servers", leader)
-	}
-
+	defer e.kill()
+	sctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
 	// Publishers connect to servers that stay up (see runRaidq).
 	skip := -1
 	if cfg.Kill != 0 {
-		skip = lidx
+		skip = e.leader
 	}
-	t, closeConns, err := connectJSPublishers(cfg, jsURLs(servers, skip))
+	t, closeConns, err := connectJSPublishers(cfg, jsURLs(e.servers, skip))
 	defer closeConns()
 	if err != nil {
 		return nil, err
@@ -107,16 +157,12 @@ func runJetStream(ctx context.Context, cfg *Config, dir string) (*Result, error)
 	if err != nil {
 		return nil, fmt.Errorf("jetstream: warm-up: %w", err)
 	}
-
-	procs := make([]*tracked, len(servers))
-	for i, s := range servers {
-		procs[i] = &tracked{name: s.name, pid: s.proc.Cmd.Process.Pid}
-	}
+	procs := e.tracked()
 	rec, use, err := measure(ctx, cfg, "jetstream", procs, t, func(rec *recorder) {
 		if cfg.Kill == 0 {
 			return
 		}
-		killJSLeader(ctx, cfg, ajs, servers, procs, lidx, rec, res)
+		killJSLeader(ctx, cfg, e.ajs, e.servers, procs, e.leader, rec, res)
 	})
 	if err != nil {
 		return nil, err
@@ -126,8 +172,8 @@ func runJetStream(ctx context.Context, cfg *Config, dir string) (*Result, error)
 	if cfg.Slow > 0 {
 		res.Slow = []string{"(not slowed: nats-server has no reply delay)"}
 	}
-	admin.Close()
-	disk := stopJSServers(cfg, servers)
+	e.admin.Close()
+	disk := stopJSServers(cfg, e.servers)
 	res.setDisk(disk, int64(res.Acked+warm)*int64(cfg.Size))
 	return res, nil
 }

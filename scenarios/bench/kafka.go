@@ -158,10 +158,10 @@ func createBenchTopic(ctx context.Context, cfg *Config, c *cluster.Cluster, urls
 	defer cl.Close()
 	tctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	if _, err := cl.CreateTopic(tctx, raidq.TopicConfig{Name: "bench", Partitions: cfg.Partitions, Params: raidq.DefaultParams()}); err != nil {
+	if err := createTopic(tctx, cfg, cl); err != nil {
 		return fmt.Errorf("kafka: create the topic: %w", err)
 	}
-	return cl.WaitTopic(tctx, "bench")
+	return nil
 }
 
 // startBenchGateway starts `raidq kafka` (cfg.Binary, the server

@@ -50,8 +50,7 @@ func runRaidq(ctx context.Context, cfg *Config, dir string) (*Result, error) {
 		res.Slow = append(res.Slow, c.Node(i).ID)
 	}
 	reg := prometheus.NewRegistry()
-	cl, err := raidq.Connect(strings.Join(urls, ","), raidq.WithCluster(c.Cluster()), raidq.WithLogger(cfg.Logger),
-		raidq.WithName("raidq-bench"), raidq.WithMetrics(reg), raidq.WithDirectNodes(cfg.Direct))
+	cl, err := connectRaidq(cfg, c, urls, reg)
 	if err != nil {
 		return nil, err
 	}
@@ -153,13 +152,102 @@ func raidqKills(cfg *Config, c *cluster.Cluster) (killed []int, urls []string) {
 // benchProducer creates the "bench" topic, waits until it is ready and
 // returns a producer for it.
 func benchProducer(ctx context.Context, cfg *Config, cl *raidq.Client) (*raidq.Producer, error) {
-	if _, err := cl.CreateTopic(ctx, raidq.TopicConfig{Name: "bench", Partitions: cfg.Partitions, Params: raidq.DefaultParams()}); err != nil {
-		return nil, err
-	}
-	if err := cl.WaitTopic(ctx, "bench"); err != nil {
+	if err := createTopic(ctx, cfg, cl); err != nil {
 		return nil, err
 	}
 	return cl.Producer("bench", cfg.ProducerOptions...)
+}
+
+// createTopic creates the "bench" topic (cfg.Partitions, the parameters
+// of the cfg.Latency profile) and waits until it is ready.
+func createTopic(ctx context.Context, cfg *Config, cl *raidq.Client) error {
+	params, err := raidq.ProfileParams(cfg.Latency)
+	if err != nil {
+		return err
+	}
+	if _, err := cl.CreateTopic(ctx, raidq.TopicConfig{Name: "bench", Partitions: cfg.Partitions, Params: params}); err != nil {
+		return err
+	}
+	return cl.WaitTopic(ctx, "bench")
+}
+
+// connectRaidq connects the bench's client to urls of cluster c, with its
+// metrics in reg.
+func connectRaidq(cfg *Config, c *cluster.Cluster, urls []string, reg *prometheus.Registry) (*raidq.Client, error) {
+	return raidq.Connect(strings.Join(urls, ","), raidq.WithCluster(c.Cluster()), raidq.WithLogger(cfg.Logger),
+		raidq.WithName("raidq-bench"), raidq.WithMetrics(reg), raidq.WithDirectNodes(cfg.Direct))
+}
+
+// raidqEnv is six started `raidq node` processes, a client connected to
+// all of them (its metrics in reg) and the "bench" topic, created.
+type raidqEnv struct {
+	c   *cluster.Cluster
+	cl  *raidq.Client
+	reg *prometheus.Registry
+	// graceful: close stops the nodes with SIGTERM (they write their
+	// CPU profiles on exit) instead of killing them.
+	graceful bool
+}
+
+// startRaidqEnv starts the nodes (described in res.Setup), connects and
+// creates the topic. On error everything started is stopped; otherwise
+// the caller calls close.
+func startRaidqEnv(ctx context.Context, cfg *Config, dir string, res *Result) (*raidqEnv, error) {
+	c, err := newRaidqCluster(cfg, dir, 6, res)
+	if err != nil {
+		return nil, err
+	}
+	e := &raidqEnv{c: c, reg: prometheus.NewRegistry(), graceful: cfg.ProfileDir != ""}
+	cfg.logf("raidq: starting 6 node processes")
+	if err := c.Start(); err != nil {
+		e.close()
+		return nil, fmt.Errorf("raidq: start the nodes: %w", err)
+	}
+	if e.cl, err = connectRaidq(cfg, c, c.URLs(), e.reg); err != nil {
+		e.close()
+		return nil, err
+	}
+	tctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err := createTopic(tctx, cfg, e.cl); err != nil {
+		e.close()
+		return nil, fmt.Errorf("raidq: create the topic: %w", err)
+	}
+	return e, nil
+}
+
+// close closes the client and stops the nodes: SIGKILL (the read modes
+// measure no disk), or SIGTERM when graceful.
+func (e *raidqEnv) close() {
+	if e.cl != nil {
+		_ = e.cl.Close()
+	}
+	if e.graceful {
+		for i := range e.c.Nodes() {
+			_, _ = e.c.StopNode(i, 30*time.Second)
+		}
+	}
+	e.c.Close()
+}
+
+// tracked returns a fresh tracker per node process.
+func (e *raidqEnv) tracked() []*tracked {
+	procs := make([]*tracked, 0, len(e.c.Nodes()))
+	for _, n := range e.c.Nodes() {
+		procs = append(procs, &tracked{name: n.ID, pid: n.Proc.Cmd.Process.Pid})
+	}
+	return procs
+}
+
+// producer returns a producer of the bench topic with the configured options.
+func (e *raidqEnv) producer(cfg *Config) (*raidq.Producer, error) {
+	return e.cl.Producer("bench", cfg.ProducerOptions...)
+}
+
+// metric is the sum of a counter of the client's registry (0 if absent).
+func (e *raidqEnv) metric(name string) float64 {
+	v, _, _ := metrics.Sum(e.reg, name, nil)
+	return v
 }
 
 // killRaidqNodes SIGKILLs the nodes in killed in the middle of the

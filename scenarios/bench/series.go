@@ -19,6 +19,8 @@ type Series struct {
 	Runs []*Report `json:"runs"`
 	// Ratio is, per field of Report.Ratio, its spread over the runs.
 	Ratio map[string]Spread `json:"ratio"`
+	// Read is, per read-side figure (Report.Read), its spread over the runs.
+	Read map[string]Spread `json:"read,omitempty"`
 }
 
 // Spread is the median, minimum and maximum of one ratio over runs.
@@ -52,14 +54,23 @@ func RunSeries(ctx context.Context, cfg Config, n int) (*Series, error) {
 		s.Runs = append(s.Runs, r)
 	}
 	s.Ratio = spreads(s.Runs)
+	s.Read = spreadsOf(s.Runs, func(r *Report) map[string]float64 { return r.Read })
+	if len(s.Read) == 0 {
+		s.Read = nil
+	}
 	return s, nil
 }
 
 // spreads gathers every ratio field over the runs.
 func spreads(runs []*Report) map[string]Spread {
+	return spreadsOf(runs, func(r *Report) map[string]float64 { return r.Ratio })
+}
+
+// spreadsOf gathers every field of the map get returns over the runs.
+func spreadsOf(runs []*Report, get func(*Report) map[string]float64) map[string]Spread {
 	vals := make(map[string][]float64)
 	for _, r := range runs {
-		for k, v := range r.Ratio {
+		for k, v := range get(r) {
 			vals[k] = append(vals[k], v)
 		}
 	}
@@ -74,6 +85,10 @@ func spreads(runs []*Report) map[string]Spread {
 	}
 	return out
 }
+
+// readHeadlines are the read-side figures PrintSummary shows per run.
+var readHeadlines = []string{"e2e_p99_ms", "e2e_sub_p99_ms", "js_e2e_p99_ms", "js_e2e_sub_p99_ms", "catchup_msgs_s",
+	"catchup_ratio", "fanout_cpu_ratio_16", "fanout_consumer_cpu_ratio_16"}
 
 // PrintSummary writes one line per run and the spread of every ratio.
 func (s *Series) PrintSummary(w io.Writer) {
@@ -99,21 +114,33 @@ func (s *Series) PrintSummary(w io.Writer) {
 		if c := r.DiskPaceMsgsS(); c > 0 {
 			line += fmt.Sprintf(" (disk's pace for raidq %.0f msgs/s)", c)
 		}
+		for _, k := range readHeadlines {
+			if v, ok := r.Read[k]; ok {
+				line += fmt.Sprintf(" %s %.2f;", k, v)
+			}
+		}
 		fmt.Fprintln(w, line)
 	}
-	if len(s.Ratio) == 0 {
+	printSpreads(w, "ratio over runs", "x", s.Ratio)
+	printSpreads(w, "read-side figure over runs", "", s.Read)
+}
+
+// printSpreads writes one line per spread, sorted by name, each value
+// followed by unit (nothing for no spreads).
+func printSpreads(w io.Writer, head, unit string, sp map[string]Spread) {
+	if len(sp) == 0 {
 		return
 	}
-	keys := make([]string, 0, len(s.Ratio))
-	for k := range s.Ratio {
+	keys := make([]string, 0, len(sp))
+	for k := range sp {
 		keys = append(keys, k)
 	}
 	sort.Strings(keys)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "ratio over runs\tmedian\tmin\tmax\truns\t")
+	fmt.Fprintf(tw, "%s\tmedian\tmin\tmax\truns\t\n", head)
 	for _, k := range keys {
-		sp := s.Ratio[k]
-		fmt.Fprintf(tw, "%s\t%.2fx\t%.2fx\t%.2fx\t%d\t\n", k, sp.Median, sp.Min, sp.Max, sp.N)
+		v := sp[k]
+		fmt.Fprintf(tw, "%s\t%.2f%s\t%.2f%s\t%.2f%s\t%d\t\n", k, v.Median, unit, v.Min, unit, v.Max, unit, v.N)
 	}
 	tw.Flush()
 }

@@ -103,14 +103,20 @@ type workload struct {
 // that compresses (LevelDB tables do, with snappy) cannot look smaller
 // than it is.
 func (w *workload) message(i int, _ []byte) []byte {
-	m := make([]byte, w.size)
-	rnd := rand.NewPCG(uint64(i), 0x9e3779b97f4a7c15)
+	m := randomBytes(w.size, uint64(i))
+	binary.BigEndian.PutUint64(m, uint64(i))
+	return m
+}
+
+// randomBytes returns size pseudo-random bytes seeded by seed.
+func randomBytes(size int, seed uint64) []byte {
+	m := make([]byte, size)
+	rnd := rand.NewPCG(seed, 0x9e3779b97f4a7c15)
 	for j := 0; j < len(m); j += 8 {
 		var b [8]byte
 		binary.LittleEndian.PutUint64(b[:], rnd.Uint64())
 		copy(m[j:], b[:])
 	}
-	binary.BigEndian.PutUint64(m, uint64(i))
 	return m
 }
 
