@@ -86,6 +86,7 @@ type readerActor struct {
 	sinking  uint64 // the frontier of the deliveries the sink is taking
 	stalled  time.Time
 	holdMain time.Time // no main scan before it (core.Output.Short)
+	idle     uint      // main scans in a row that found nothing (poll)
 	sched    *scheduler.TimerScheduler
 	m        *metrics.Reader // nil: no metrics
 	stats    *readerStats
@@ -242,8 +243,8 @@ func (a *readerActor) pump(ctx actor.Context) {
 	// spans Poll: else a caught-up reader rescans the few milliseconds its
 	// last scan took, back to back, and every such scan costs each node a
 	// request and a seal commit.
-	if head := uint64(max(now-int64(a.topic.Params.ReadDelay), 0)); !sc.Rescan && sc.To >= head && sc.To-sc.From < uint64(a.cfg.Poll) {
-		a.sched.SendOnce(a.cfg.Poll-time.Duration(sc.To-sc.From), ctx.Self(), &readerPump{})
+	if head := uint64(max(now-int64(a.topic.Params.ReadDelay), 0)); !sc.Rescan && sc.To >= head && sc.To-sc.From < uint64(a.poll()) {
+		a.sched.SendOnce(a.poll()-time.Duration(sc.To-sc.From), ctx.Self(), &readerPump{})
 		return
 	}
 	if !sc.Rescan && time.Now().Before(a.holdMain) {
@@ -257,11 +258,36 @@ func (a *readerActor) pump(ctx actor.Context) {
 	go func() { root.Send(self, &scanDone{sc: sc, results: a.scanAll(sc)}) }()
 }
 
+// maxIdleDoublings bounds the idle reader's poll at 4x Poll.
+const maxIdleDoublings = 2
+
+// poll is the wait between main scans at the head: Poll, doubled for each
+// main scan in a row that found the partition empty, up to 4x Poll. An
+// idle partition's reader costs every node a request per poll (a
+// low-latency topic polls every 4 ms: some 1500 requests a second per
+// reader); backing off to 16 ms there costs the first record after a quiet
+// spell at most 12 ms, and a busy partition polls at Poll.
+func (a *readerActor) poll() time.Duration { return a.cfg.Poll << a.idle }
+
+// noteIdle counts main scans in a row that found no slot on any node.
+func (a *readerActor) noteIdle(results []core.NodeResult) {
+	for _, r := range results {
+		if len(r.Entries) > 0 {
+			a.idle = 0
+			return
+		}
+	}
+	a.idle = min(a.idle+1, maxIdleDoublings)
+}
+
 // applyScan feeds a finished scan to the core and ships the deliveries.
 func (a *readerActor) applyScan(ctx actor.Context, m *scanDone) {
 	out := a.core.Apply(a.c.cfg.Now(), m.sc, m.results)
+	if !m.sc.Rescan {
+		a.noteIdle(m.results)
+	}
 	if out.Short {
-		a.holdMain = time.Now().Add(a.cfg.Poll)
+		a.holdMain = time.Now().Add(a.poll())
 	}
 	a.stats.set(a.core.LowWater(), a.core.Deferred())
 	a.report(out)
