@@ -40,7 +40,7 @@ type ReaderConfig struct {
 	SuspectTimeout time.Duration
 	// Poll is the smallest scan window at the clock's head, and how long
 	// to wait when caught up with it or when the nodes closed less than
-	// asked (default PollFor the topic: A/5, between 2ms and 50ms). Every
+	// asked (default PollFor the topic: A/5, between 2ms and 25ms). Every
 	// main scan is a closing scan of the whole ensemble (a request to each
 	// node; no store write), so this sets the reader's fixed cost, and it
 	// adds at most Poll to the delivery latency of about A.
@@ -53,8 +53,9 @@ type ReaderConfig struct {
 }
 
 // DefaultReaderPoll is ReaderConfig.Poll's default for the default
-// profile (A = 250ms), and its upper bound.
-const DefaultReaderPoll = 50 * time.Millisecond
+// profile (A = 250ms), and its upper bound: delivery then takes about
+// 250ms + 25ms, within D + 50ms.
+const DefaultReaderPoll = 25 * time.Millisecond
 
 // PollFor is the reader poll for a topic's parameters: a fifth of the
 // accept window, between 2ms and DefaultReaderPoll. Delivery takes about

@@ -56,7 +56,7 @@ import (
 
 const (
 	groupInterval = int64(time.Second)           // raidq.GroupInterval
-	memberPoll    = 50 * int64(time.Millisecond) // actors.DefaultReaderPoll
+	memberPoll    = 25 * int64(time.Millisecond) // actors.DefaultReaderPoll
 	groupTopic    = "sim"
 	groupName     = "g"
 	memberPrefix  = "g.sim.m."
