@@ -35,19 +35,11 @@ import (
 
 // runCatchUp runs the catch-up mode on each system cfg asks for.
 func runCatchUp(ctx context.Context, cfg *Config, dir string, r *Report) error {
-	if cfg.raidqSide() {
-		setup, err := catchUpRaidq(ctx, cfg, dir+"-raidq", r.Read)
-		if err != nil {
-			return fmt.Errorf("raidq: %w", err)
-		}
-		r.ReadSetup = append(r.ReadSetup, setup)
-	}
-	if cfg.jsSide() {
-		setup, err := catchUpJetStream(ctx, cfg, dir+"-jetstream", r.Read)
-		if err != nil {
-			return fmt.Errorf("jetstream: %w", err)
-		}
-		r.ReadSetup = append(r.ReadSetup, setup)
+	err := r.runSides(cfg, dir,
+		func(d string) (string, error) { return catchUpRaidq(ctx, cfg, d, r.Read) },
+		func(d string) (string, error) { return catchUpJetStream(ctx, cfg, d, r.Read) })
+	if err != nil {
+		return err
 	}
 	putRatio(r.Read, "catchup_ratio", "catchup_msgs_s", "js_catchup_ordered_msgs_s")
 	putRatio(r.Read, "catchup_pull_ratio", "catchup_msgs_s", "js_catchup_pull_msgs_s")

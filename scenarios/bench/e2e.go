@@ -65,19 +65,11 @@ func (c stripeCounts) put(fig map[string]float64, prefix string, c0 stripeCounts
 
 // runE2E runs the end-to-end mode on each system cfg asks for.
 func runE2E(ctx context.Context, cfg *Config, dir string, r *Report) error {
-	if cfg.raidqSide() {
-		setup, err := e2eRaidq(ctx, cfg, dir+"-raidq", r.Read)
-		if err != nil {
-			return fmt.Errorf("raidq: %w", err)
-		}
-		r.ReadSetup = append(r.ReadSetup, setup)
-	}
-	if cfg.jsSide() {
-		setup, err := e2eJetStream(ctx, cfg, dir+"-jetstream", r.Read)
-		if err != nil {
-			return fmt.Errorf("jetstream: %w", err)
-		}
-		r.ReadSetup = append(r.ReadSetup, setup)
+	err := r.runSides(cfg, dir,
+		func(d string) (string, error) { return e2eRaidq(ctx, cfg, d, r.Read) },
+		func(d string) (string, error) { return e2eJetStream(ctx, cfg, d, r.Read) })
+	if err != nil {
+		return err
 	}
 	putRatio(r.Read, "e2e_p50_ratio", "e2e_p50_ms", "js_e2e_p50_ms")
 	putRatio(r.Read, "e2e_p99_ratio", "e2e_p99_ms", "js_e2e_p99_ms")

@@ -75,19 +75,11 @@ type fanOutKinds map[string]openReaders
 
 // runFanOut runs the fan-out mode on each system cfg asks for.
 func runFanOut(ctx context.Context, cfg *Config, dir string, r *Report) error {
-	if cfg.raidqSide() {
-		setup, err := fanOutRaidq(ctx, cfg, dir+"-raidq", r)
-		if err != nil {
-			return fmt.Errorf("raidq: %w", err)
-		}
-		r.ReadSetup = append(r.ReadSetup, setup)
-	}
-	if cfg.jsSide() {
-		setup, err := fanOutJetStream(ctx, cfg, dir+"-jetstream", r)
-		if err != nil {
-			return fmt.Errorf("jetstream: %w", err)
-		}
-		r.ReadSetup = append(r.ReadSetup, setup)
+	err := r.runSides(cfg, dir,
+		func(d string) (string, error) { return fanOutRaidq(ctx, cfg, d, r) },
+		func(d string) (string, error) { return fanOutJetStream(ctx, cfg, d, r) })
+	if err != nil {
+		return err
 	}
 	fanOutFigures(r.Read, r.FanOut)
 	return nil

@@ -38,6 +38,30 @@ const MaxFanOut = 64
 // readModes reports whether any read-side mode is asked for.
 func (c *Config) readModes() bool { return c.E2E || c.CatchUp || len(c.FanOut) > 0 }
 
+// readSide measures one system's half of a read mode in dir and returns
+// the setup line saying what it measured.
+type readSide func(dir string) (setup string, err error)
+
+// runSides runs a read mode's raidq half, then its JetStream half, as cfg
+// asks, each in its own directory under dir, and keeps their setup lines.
+func (r *Report) runSides(cfg *Config, dir string, raidqSide, jsSide readSide) error {
+	for _, s := range []struct {
+		on   bool
+		name string
+		run  readSide
+	}{{cfg.raidqSide(), "raidq", raidqSide}, {cfg.jsSide(), "jetstream", jsSide}} {
+		if !s.on {
+			continue
+		}
+		setup, err := s.run(dir + "-" + s.name)
+		if err != nil {
+			return fmt.Errorf("%s: %w", s.name, err)
+		}
+		r.ReadSetup = append(r.ReadSetup, setup)
+	}
+	return nil
+}
+
 // raidqSide and jsSide say which systems a read mode runs against.
 func (c *Config) raidqSide() bool { return !c.JetStreamOnly }
 func (c *Config) jsSide() bool    { return c.VsJetStream || c.JetStreamOnly }
