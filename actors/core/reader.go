@@ -83,13 +83,13 @@ type ReaderBugs struct {
 // DefaultReaderConfig derives reader rules from topic parameters. The
 // look-ahead covers a producer's whole retry span.
 //
-// RescanEvery is half the accept window, between 5ms and 100ms: at the
+// RescanEvery is a quarter of the accept window, between 5ms and 100ms: at the
 // read frontier a node that closed a little less than its peers is
 // unheard above its Closed, and a stripe still completing there waits
 // one rescan (docs/design.md#the-read-frontier), so a low-latency topic
 // rescans sooner.
 func DefaultReaderConfig(p quorum.Params) ReaderConfig {
-	rescan := min(max(int64(p.AcceptWindow)/2, 5_000_000), 100_000_000)
+	rescan := min(max(int64(p.AcceptWindow)/4, 5_000_000), 100_000_000)
 	return ReaderConfig{Params: p, Window: RangeNanos, LookAhead: 2_000_000_000,
 		InDoubtWait: 1_000_000_000, RescanEvery: rescan, DedupeHorizon: 150_000_000_000,
 		SkipBehind: 10_000_000_000, MaxDeferred: 4096, MaxDeferredBytes: 256 << 20, DeferredRescan: 1_000_000_000, MaxDeferredRescan: 8_000_000_000}
