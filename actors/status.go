@@ -90,6 +90,7 @@ func StatusWith(ctx context.Context, nc *nats.Conn, cluster string, o StatusOpti
 	q.mu.Unlock()
 	q.wg.Wait() // each request ends by ctx at the latest
 
+	q.mu.Lock() // a late ping may still be running onPing
 	out := make([]bus.NodeStatus, 0, len(q.nodes))
 	for id, st := range q.nodes {
 		st.Instances = max(len(q.ids[id]), 1)
@@ -98,6 +99,7 @@ func StatusWith(ctx context.Context, nc *nats.Conn, cluster string, o StatusOpti
 		}
 		out = append(out, *st)
 	}
+	q.mu.Unlock()
 	slices.SortFunc(out, func(a, b bus.NodeStatus) int {
 		switch {
 		case a.Node < b.Node:
@@ -145,6 +147,10 @@ func (q *statusQuery) onPing(m *nats.Msg) {
 		return
 	}
 	q.mu.Lock()
+	if q.closed { // a ping dispatched after the query ended: StatusWith reads ids now
+		q.mu.Unlock()
+		return
+	}
 	if q.ids[node] == nil {
 		q.ids[node] = make(map[string]bool)
 	}
