@@ -94,16 +94,11 @@ func readTime(start, last, end time.Time) time.Duration {
 
 // catchUpRaidq fills and reads the backlog on six raidq nodes.
 func catchUpRaidq(ctx context.Context, cfg *Config, dir string, fig map[string]float64) (string, error) {
-	res := &Result{}
-	e, err := startRaidqEnv(ctx, cfg, dir, res)
+	e, p, setup, err := startReadEnv(ctx, cfg, dir)
 	if err != nil {
 		return "", err
 	}
 	defer e.close()
-	p, err := e.producer(cfg)
-	if err != nil {
-		return "", err
-	}
 	acked := fillBacklog(ctx, cfg, "raidq", raidqTarget{p: p}, fig, "catchup_")
 	_ = p.Close()
 	// Let the whole backlog fall behind the read frontier, so the read
@@ -125,7 +120,7 @@ func catchUpRaidq(ctx context.Context, cfg *Config, dir string, fig map[string]f
 	_ = c.Close()
 	putCatchUp(fig, "catchup_", sink, readTime(start, sink.lastAt(), time.Time{}), server, client, cfg.Size)
 	return fmt.Sprintf("catch-up raidq: %s; %s; one raidq.Consumer from the earliest position (catchup_*), CPU of the six nodes and this process",
-		res.Setup, paramsText(cfg)), ctx.Err()
+		setup, paramsText(cfg)), ctx.Err()
 }
 
 // catchUpJetStream fills the stream and reads it twice: an ordered

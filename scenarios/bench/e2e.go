@@ -88,16 +88,11 @@ func producerText(cfg *Config) string {
 // e2eRaidq measures end to end on six raidq nodes, adding its figures
 // to fig; it returns what it measured.
 func e2eRaidq(ctx context.Context, cfg *Config, dir string, fig map[string]float64) (string, error) {
-	res := &Result{}
-	e, err := startRaidqEnv(ctx, cfg, dir, res)
+	e, p, setup, err := startReadEnv(ctx, cfg, dir)
 	if err != nil {
 		return "", err
 	}
 	defer e.close()
-	p, err := e.producer(cfg)
-	if err != nil {
-		return "", err
-	}
 	defer p.Close()
 	cons, sub := newSink(true, 0, cfg.Messages), newSink(true, 0, cfg.Messages)
 	c, err := e.cl.Consumer("bench")
@@ -131,7 +126,7 @@ func e2eRaidq(ctx context.Context, cfg *Config, dir string, fig map[string]float
 	cons.put(fig, "e2e_", st)
 	sub.put(fig, "e2e_sub_", st)
 	return fmt.Sprintf("e2e raidq: %s; %s; %s; readers: a raidq.Consumer from latest (e2e_*) and a core NATS subscriber of %s on n0 (e2e_sub_*)",
-		res.Setup, paramsText(cfg), producerText(cfg), subject), ctx.Err()
+		setup, paramsText(cfg), producerText(cfg), subject), ctx.Err()
 }
 
 // e2eJetStream measures end to end on three nats-servers, adding its

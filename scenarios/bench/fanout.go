@@ -161,16 +161,11 @@ func fanOutPhase(ctx context.Context, cfg *Config, t target, procs []*tracked, b
 
 // fanOutRaidq runs the fan-out phases on six raidq nodes.
 func fanOutRaidq(ctx context.Context, cfg *Config, dir string, r *Report) (string, error) {
-	res := &Result{}
-	e, err := startRaidqEnv(ctx, cfg, dir, res)
+	e, p, setup, err := startReadEnv(ctx, cfg, dir)
 	if err != nil {
 		return "", err
 	}
 	defer e.close()
-	p, err := e.producer(cfg)
-	if err != nil {
-		return "", err
-	}
 	defer p.Close()
 	subject, err := deliverSubject(e.c.Cluster())
 	if err != nil {
@@ -198,7 +193,7 @@ func fanOutRaidq(ctx context.Context, cfg *Config, dir string, r *Report) (strin
 	}
 	return fmt.Sprintf("fan-out raidq: %s; %s; one producer at %g msgs/s; subscribers: core NATS subscribers of %s, one connection each, "+
 		"spread over the six nodes (fanout_*); consumers: raidq.Consumers from latest on one client (fanout_consumer_*); node CPU = the six nodes",
-		res.Setup, paramsText(cfg), cfg.fanOutRate(), subject), nil
+		setup, paramsText(cfg), cfg.fanOutRate(), subject), nil
 }
 
 // openConsumers starts one raidq.Consumer (from latest) per sink.

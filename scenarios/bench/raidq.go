@@ -244,6 +244,23 @@ func (e *raidqEnv) producer(cfg *Config) (*raidq.Producer, error) {
 	return e.cl.Producer("bench", cfg.ProducerOptions...)
 }
 
+// startReadEnv starts the six nodes of a read mode and its producer, and
+// returns the nodes' setup line; on an error nothing is left running. The
+// caller closes both.
+func startReadEnv(ctx context.Context, cfg *Config, dir string) (*raidqEnv, *raidq.Producer, string, error) {
+	res := &Result{}
+	e, err := startRaidqEnv(ctx, cfg, dir, res)
+	if err != nil {
+		return nil, nil, "", err
+	}
+	p, err := e.producer(cfg)
+	if err != nil {
+		e.close()
+		return nil, nil, "", err
+	}
+	return e, p, res.Setup, nil
+}
+
 // metric is the sum of a counter of the client's registry (0 if absent).
 func (e *raidqEnv) metric(name string) float64 {
 	v, _, _ := metrics.Sum(e.reg, name, nil)
