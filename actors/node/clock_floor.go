@@ -3,6 +3,7 @@ package node
 import (
 	"fmt"
 	"sync"
+	"sync/atomic"
 
 	"github.com/raidq/raidq/actors/core"
 	"github.com/raidq/raidq/slotstore"
@@ -17,6 +18,9 @@ import (
 type floorKeeper struct {
 	mu sync.Mutex
 	f  *core.ClockFloor
+	// used mirrors f.Used() for the write path, which reads it on every
+	// write (floorUsed) and should not take mu for it.
+	used atomic.Int64
 }
 
 // startFloor loads the durable floor and persists one startLease ahead
@@ -29,6 +33,7 @@ func (n *Node) startFloor() error {
 		return fmt.Errorf("read clock floor: %w", err)
 	}
 	n.floor.f = core.NewClockFloor(int64(restored))
+	n.floor.used.Store(n.floor.f.Used())
 	now := n.cfg.Now()
 	_, persist := n.floor.f.CloseClock(now, startLease) // the clock it returns is ignored: nothing is closed yet
 	if persist == 0 {
@@ -56,11 +61,7 @@ func (n *Node) startFloor() error {
 const startLease = int64(quorum.LowLatencyWindow)
 
 // floorUsed is the floor owners refuse writes against (Owner.RaiseFloor).
-func (n *Node) floorUsed() int64 {
-	n.floor.mu.Lock()
-	defer n.floor.mu.Unlock()
-	return n.floor.f.Used()
-}
+func (n *Node) floorUsed() int64 { return n.floor.used.Load() }
 
 // closeClock returns the clock a closing scan at node time now, of a topic
 // with accept window accept, may use
@@ -72,6 +73,7 @@ func (n *Node) floorUsed() int64 {
 func (n *Node) closeClock(now, accept int64) int64 {
 	n.floor.mu.Lock()
 	clock, persist := n.floor.f.CloseClock(now, accept)
+	n.floor.used.Store(n.floor.f.Used())
 	n.floor.mu.Unlock()
 	if persist != 0 {
 		b := &slotstore.Batch{}
