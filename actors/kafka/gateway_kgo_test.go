@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/raidq/raidq"
 	"github.com/raidq/raidq/actors/server"
@@ -34,7 +35,33 @@ func startKafka(t *testing.T, partitions int) (*server.LocalCluster, *raidq.Clie
 	if _, err := c.CreateTopic(ctx, raidq.TopicConfig{Name: "orders", Partitions: partitions, Params: raidq.DefaultParams()}); err != nil {
 		t.Fatal(err)
 	}
-	return lc, c, lc.Kafka().Advertised()
+	addr := lc.Kafka().Advertised()
+	waitTopicServed(ctx, t, addr, "orders")
+	return lc, c, addr
+}
+
+// waitTopicServed waits until the gateway at addr answers Metadata for
+// topic without an error: its catalog learns a new topic from the
+// metadata watch a moment after CreateTopic returns, and a raw request
+// (unlike a kgo client) does not retry UNKNOWN_TOPIC_OR_PARTITION.
+func waitTopicServed(ctx context.Context, t *testing.T, addr, topic string) {
+	t.Helper()
+	cl := kgoClient(t, addr)
+	for {
+		req := kmsg.NewPtrMetadataRequest()
+		rt := kmsg.NewMetadataRequestTopic()
+		rt.Topic = kmsg.StringPtr(topic)
+		req.Topics = append(req.Topics, rt)
+		resp, err := req.RequestWith(ctx, cl)
+		if err == nil && len(resp.Topics) == 1 && resp.Topics[0].ErrorCode == 0 {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("gateway never served topic %s: %v", topic, err)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
 }
 
 func kgoClient(t *testing.T, addr string, opts ...kgo.Opt) *kgo.Client {
