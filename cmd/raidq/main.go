@@ -32,6 +32,7 @@ func main() {
 	root.AddCommand(drillCmd())
 	root.AddCommand(securityCmd()) // security.go
 	root.AddCommand(benchCmd(), natsdCmd())
+	root.AddCommand(groupCmd(), healthCmd()) // group_admin.go, health.go
 	stopProfile := startProfile()
 	err := root.Execute()
 	stopProfile()
