@@ -28,11 +28,22 @@ type TopicInfo struct {
 	// Ensembles are each partition's nodes, in shard order.
 	Ensembles [][]string
 	Created   time.Time
+	// A change of the accept window under way (AlterTopic): offsets before
+	// AcceptFrom keep PrevAcceptWindow, later ones use
+	// Params.AcceptWindow; after AcceptSettles the change is in force on
+	// every node. Zero times: none.
+	PrevAcceptWindow time.Duration
+	AcceptFrom       time.Time
+	AcceptSettles    time.Time
 }
 
 func topicInfo(r meta.TopicRecord) TopicInfo {
-	return TopicInfo{Name: r.Name, Partitions: r.Partitions, Params: r.Params(), Retention: time.Duration(r.Retention),
+	t := TopicInfo{Name: r.Name, Partitions: r.Partitions, Params: r.Params(), Retention: time.Duration(r.Retention),
 		RetentionBytes: r.RetentionBytes, Ensembles: r.Ensembles, Created: time.Unix(0, int64(r.Created))}
+	if r.AcceptFrom != 0 {
+		t.PrevAcceptWindow, t.AcceptFrom, t.AcceptSettles = time.Duration(r.PrevAcceptWindow), time.Unix(0, int64(r.AcceptFrom)), meta.SettleTime(r)
+	}
+	return t
 }
 
 // CreateTopic creates a topic; ensembles are drawn from the live nodes.

@@ -78,6 +78,7 @@ type sinkDone struct{}
 type readerActor struct {
 	c        *Client
 	topic    *meta.Topic
+	timing   *meta.Topic // the record the reader's timing was last taken from (refreshTiming)
 	cfg      ReaderConfig
 	core     *core.Reader
 	log      *slog.Logger
@@ -157,7 +158,9 @@ func (c *Client) NewReader(cfg ReaderConfig) (*Reader, error) {
 		return nil, fmt.Errorf("topic %s has partitions 0..%d, not %d", t.Name, t.Partitions-1, cfg.Partition)
 	}
 	if cfg.Core.Params.N == 0 {
-		cfg.Core = core.DefaultReaderConfig(t.Params)
+		p := t.Params
+		p.AcceptWindow = time.Duration(t.AcceptPlan().Max())
+		cfg.Core = core.DefaultReaderConfig(p)
 	}
 	if cfg.Warm > 0 {
 		cfg.Core.Warm = uint64(cfg.Warm)
@@ -234,6 +237,7 @@ func (a *readerActor) pump(ctx actor.Context) {
 	if a.busy {
 		return
 	}
+	a.refreshTiming()
 	now := a.c.cfg.Now()
 	sc, ok := a.core.Next(now)
 	if !ok {
@@ -244,7 +248,7 @@ func (a *readerActor) pump(ctx actor.Context) {
 	// spans Poll: else a caught-up reader rescans the few milliseconds its
 	// last scan took, back to back, and every such scan costs each node a
 	// request and a seal commit.
-	if head := uint64(max(now-int64(a.topic.Params.ReadDelay), 0)); !sc.Rescan && sc.To >= head && sc.To-sc.From < uint64(a.poll()) {
+	if head := uint64(max(now-a.core.ReadDelay(), 0)); !sc.Rescan && sc.To >= head && sc.To-sc.From < uint64(a.poll()) {
 		a.sched.SendOnce(a.poll()-time.Duration(sc.To-sc.From), ctx.Self(), &readerPump{})
 		return
 	}
@@ -257,6 +261,18 @@ func (a *readerActor) pump(ctx actor.Context) {
 	a.busy = true
 	self, root := ctx.Self(), ctx.ActorSystem().Root
 	go func() { root.Send(self, &scanDone{sc: sc, results: a.scanAll(sc)}) }()
+}
+
+// refreshTiming takes up a `topic alter` of the read delay or the accept
+// window (core.Reader.SetTiming) when the catalog's record changed; the
+// lookup is a map read.
+func (a *readerActor) refreshTiming() {
+	t, err := a.c.cfg.Catalog.Topic(a.topic.Name)
+	if err != nil || t == a.timing {
+		return
+	}
+	a.timing = t
+	a.core.SetTiming(int64(t.Params.ReadDelay), t.AcceptPlan().Max())
 }
 
 // maxIdleDoublings bounds the idle reader's poll at 4x Poll.

@@ -70,6 +70,9 @@ func (o *Owner) Seal() uint64 { return o.seal }
 // The driver calls it before every Write and Close; it never lowers.
 func (o *Owner) RaiseFloor(floor int64) { o.floor = max(o.floor, floor) }
 
+// Accept is the owner's accept window A in ns (OwnerConfig.Accept).
+func (o *Owner) Accept() int64 { return o.cfg.Accept }
+
 // Len is the number of occupied slots.
 func (o *Owner) Len() int { return len(o.slots) }
 

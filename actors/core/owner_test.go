@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/raidq/raidq/stripe"
+	"github.com/raidq/raidq/stripe/quorum"
 )
 
 // TestOwnerWrite checks every answer of Owner.Write (docs/design.md#write-path step 5, docs/design.md#slot-store).
@@ -214,5 +215,11 @@ func TestOwnerGrid(t *testing.T) {
 				t.Fatalf("refusal %q does not name the grid, or the slot was taken", d.Detail)
 			}
 		})
+	}
+}
+
+func TestRangeMatchesAcceptPlanAlign(t *testing.T) {
+	if RangeNanos != quorum.RangeAlign {
+		t.Fatalf("core.RangeNanos %d and quorum.RangeAlign %d differ: accept plans would switch windows inside an owner range", RangeNanos, quorum.RangeAlign)
 	}
 }

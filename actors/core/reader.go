@@ -3,6 +3,7 @@ package core
 import (
 	"fmt"
 	"sort"
+	"time"
 
 	"github.com/raidq/raidq/stripe"
 	"github.com/raidq/raidq/stripe/quorum"
@@ -259,6 +260,20 @@ func (r *Reader) Next(now int64) (Scan, bool) {
 	r.lastRescan = false
 	return main, ok
 }
+
+// SetTiming changes the reader's read delay D and the accept window its
+// far-behind skip allows for, after a `topic alter` (the largest window
+// in force: quorum.AcceptPlan.Max). D only sets how far behind the reader
+// proposes scans; what it delivers stays bounded by the nodes' closures
+// (docs/design.md#changing-a-topics-timing), so a reader may take a change
+// up at any time.
+func (r *Reader) SetTiming(readDelay, accept int64) {
+	r.cfg.Params.ReadDelay = time.Duration(readDelay)
+	r.cfg.Params.AcceptWindow = time.Duration(accept)
+}
+
+// ReadDelay is the reader's read delay D in ns.
+func (r *Reader) ReadDelay() int64 { return int64(r.cfg.Params.ReadDelay) }
 
 // mainScan is the next scan at the frontier, if one is due.
 func (r *Reader) mainScan(now int64) (Scan, bool) {

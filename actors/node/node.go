@@ -101,6 +101,7 @@ type Node struct {
 	clock    clockState             // the node's clock against its peers' (clock_watch.go)
 	peers    peerClient             // the client requests to peers and re-appends go through (reappend.go)
 	floor    floorKeeper            // the clock floor of closing scans (clock_floor.go)
+	accept   acceptViews            // each topic's accept window by range (accept_views.go)
 }
 
 // Stats are a node's counters (read with atomic loads).

@@ -125,7 +125,7 @@ func (a *ownerActor) load() {
 	}
 	p := a.topic.Params
 	a.core = core.NewOwner(core.OwnerConfig{Topic: a.topic.Name, Partition: a.partition, Lo: a.lo,
-		Accept: int64(p.AcceptWindow), Future: int64(p.FutureBound), Birth: a.topic.BirthFor(st.Incarnation().Birth),
+		Accept: a.node.acceptFor(a.topic, a.lo), Future: int64(p.FutureBound), Birth: a.topic.BirthFor(st.Incarnation().Birth),
 		Grid: p.Grid}, seal, slots)
 }
 
@@ -189,7 +189,7 @@ func (a *ownerActor) scan(m *slotRequest) {
 	var d core.ScanDecision
 	if q.Close {
 		a.core.RaiseFloor(n.floorUsed())
-		d = a.core.Close(n.closeClock(n.cfg.Now(), int64(a.topic.Params.AcceptWindow)), q.From, q.To)
+		d = a.core.Close(n.closeClock(n.cfg.Now(), a.core.Accept()), q.From, q.To)
 		q.To = d.Closed // read and page up to what the node closed
 	} else {
 		d = a.core.Scan(n.cfg.Now(), q.From, q.To, q.Seal)

@@ -69,6 +69,22 @@ type TopicRecord struct {
 	// the grid existed have no field and decode to 0 (no grid); it is
 	// never changed after creation.
 	Grid uint64 `json:"grid,omitempty"`
+
+	// PrevAcceptWindow and AcceptFrom are a pending change of the accept
+	// window (quorum.AcceptPlan, `topic alter`): owner ranges starting
+	// before AcceptFrom keep PrevAcceptWindow, later ones use
+	// AcceptWindow. AcceptFrom 0: none.
+	PrevAcceptWindow Duration `json:"prev_accept_window,omitempty"`
+	AcceptFrom       uint64   `json:"accept_from,omitempty"`
+}
+
+// AcceptPlan returns the topic's accept window over offsets.
+func (r *TopicRecord) AcceptPlan() quorum.AcceptPlan {
+	a := int64(r.AcceptWindow)
+	if r.AcceptFrom == 0 {
+		return quorum.AcceptPlan{Prev: a, Next: a}
+	}
+	return quorum.AcceptPlan{Prev: int64(r.PrevAcceptWindow), Next: a, From: r.AcceptFrom}
 }
 
 // Params returns the topic's quorum parameters.
@@ -81,7 +97,7 @@ func (r *TopicRecord) Params() quorum.Params {
 // Topic converts the record to the catalog's form.
 func (r *TopicRecord) Topic() *Topic {
 	return &Topic{Name: r.Name, Partitions: r.Partitions, Params: r.Params(), Ensembles: r.Ensembles, Created: r.Created,
-		Retention: time.Duration(r.Retention), RetentionBytes: r.RetentionBytes}
+		Retention: time.Duration(r.Retention), RetentionBytes: r.RetentionBytes, Accept: r.AcceptPlan()}
 }
 
 // Validate checks every field, so a bad record never reaches a node.
@@ -95,6 +111,9 @@ func (r *TopicRecord) Validate() error {
 	if err := r.Topic().Validate(); err != nil {
 		return fmt.Errorf("%w: %v", ErrBadRecord, err)
 	}
+	if err := r.validatePlan(); err != nil {
+		return err
+	}
 	for p, e := range r.Ensembles {
 		seen := make(map[string]bool)
 		for _, id := range e {
@@ -103,6 +122,27 @@ func (r *TopicRecord) Validate() error {
 			}
 			seen[id] = true
 		}
+	}
+	return nil
+}
+
+// validatePlan checks a pending accept-window change: on a range boundary,
+// a positive previous window, and a read delay covering both windows.
+func (r *TopicRecord) validatePlan() error {
+	if r.AcceptFrom == 0 {
+		if r.PrevAcceptWindow != 0 {
+			return fmt.Errorf("%w: topic %q: previous accept window without a switch offset", ErrBadRecord, r.Name)
+		}
+		return nil
+	}
+	switch {
+	case r.AcceptFrom%quorum.RangeAlign != 0:
+		return fmt.Errorf("%w: topic %q: accept window switch at %d, not a range boundary", ErrBadRecord, r.Name, r.AcceptFrom)
+	case r.PrevAcceptWindow <= 0:
+		return fmt.Errorf("%w: topic %q: previous accept window %v must be positive", ErrBadRecord, r.Name, time.Duration(r.PrevAcceptWindow))
+	case r.ReadDelay < r.PrevAcceptWindow:
+		return fmt.Errorf("%w: topic %q: read delay %v below the accept window %v still in force", ErrBadRecord, r.Name,
+			time.Duration(r.ReadDelay), time.Duration(r.PrevAcceptWindow))
 	}
 	return nil
 }

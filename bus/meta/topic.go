@@ -31,6 +31,10 @@ type Topic struct {
 	// node (0: no size limit). See actors/retention.go.
 	Retention      time.Duration
 	RetentionBytes int64
+	// Accept is the accept window over offsets: Params.AcceptWindow, or a
+	// change of it under way (`topic alter`, quorum.AcceptPlan). Owners
+	// take their range's window from it, never Params.AcceptWindow.
+	Accept quorum.AcceptPlan
 }
 
 // BirthFor returns the incarnation birth that matters for this topic: a
@@ -56,6 +60,9 @@ func (t *Topic) Validate() error {
 	if t.Retention < 0 || t.RetentionBytes < 0 {
 		return fmt.Errorf("topic %q: negative retention", t.Name)
 	}
+	if t.Accept.Next != 0 && t.Accept.Next != int64(t.Params.AcceptWindow) {
+		return fmt.Errorf("topic %q: accept plan ends at %v, accept window is %v", t.Name, time.Duration(t.Accept.Next), t.Params.AcceptWindow)
+	}
 	if len(t.Ensembles) != t.Partitions {
 		return fmt.Errorf("topic %q: %d ensembles for %d partitions", t.Name, len(t.Ensembles), t.Partitions)
 	}
@@ -65,6 +72,17 @@ func (t *Topic) Validate() error {
 		}
 	}
 	return nil
+}
+
+// AcceptPlan is the topic's accept window over offsets (a topic built
+// without one, as the demo and tests do, has Params.AcceptWindow
+// everywhere).
+func (t *Topic) AcceptPlan() quorum.AcceptPlan {
+	if t.Accept.Next == 0 {
+		a := int64(t.Params.AcceptWindow)
+		return quorum.AcceptPlan{Prev: a, Next: a}
+	}
+	return t.Accept
 }
 
 // Position returns node's ensemble position in partition p, or -1.

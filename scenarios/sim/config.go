@@ -102,6 +102,12 @@ type Config struct {
 	// up to this much (its durable clock floor must keep it refusing the
 	// offsets it closed for readers before the crash).
 	StepBack time.Duration
+	// Alter: a `topic alter` of the accept window (and the read delay) during
+	// the writes, which nodes and readers learn at different times (alter.go).
+	Alter bool
+	// AlterFactor scales the accept window at the alter (0: one of 1/4,
+	// 1/2, 2, 4 drawn from the seed).
+	AlterFactor float64
 
 	inject bugs // deliberate bugs in the simulated actors (tests only)
 }
@@ -210,6 +216,7 @@ type bugs struct {
 	unheardAsEmpty bool // readers take a node that did not answer for an empty one
 	openWindow     bool // owners accept any old offset, yet nodes close their clock minus A for readers
 	noFloor        bool // a restarted node forgets its durable clock floor (core.ClockFloor)
+	alterInPlace   bool // an accept-window change applies to every range at once, owners reloaded (alter.go)
 	amnesia        bool // owners rebuilt after a crash forget their durable slots
 	probeBlind     bool // nodes answer every probe with "nothing after" (After 0)
 	// reader re-creates fixed read-path bugs inside core.Reader itself

@@ -38,6 +38,10 @@ type node struct {
 	floor     *core.ClockFloor
 	diskFloor int64
 
+	// The node's view of a topic alter (alter.go), once it learned it.
+	view    quorum.AcceptView
+	learned bool
+
 	// Incarnations (wipe.go): the current one's number and birth, when the
 	// node was last wiped, and every shard its earlier incarnations held.
 	inc     int
@@ -71,8 +75,8 @@ func (n *node) startFloor() {
 // closeClock is the clock a closing scan may use now; a due floor goes
 // through the durability queue like a seal (lost if the node crashes
 // first).
-func (n *node) closeClock() int64 {
-	clock, p := n.floor.CloseClock(n.clock(), int64(n.s.params.AcceptWindow))
+func (n *node) closeClock(accept int64) int64 {
+	clock, p := n.floor.CloseClock(n.clock(), accept)
 	if p != 0 {
 		f := n.floor
 		n.durable(func() {
@@ -91,15 +95,21 @@ func (n *node) owner(lo uint64) *core.Owner {
 	if o := n.owners[lo]; o != nil {
 		return o
 	}
+	o := n.newOwner(lo, n.seals[lo], n.durableSlots(lo))
+	n.owners[lo] = o
+	return o
+}
+
+// newOwner is an owner of the range at lo with its window from the node's
+// view of the topic (acceptFor, alter.go).
+func (n *node) newOwner(lo, seal uint64, slots map[uint64]core.SlotInfo) *core.Owner {
 	p := n.s.params
-	cfg := core.OwnerConfig{Topic: "sim", Lo: lo, Accept: int64(p.AcceptWindow), Future: int64(p.FutureBound), Birth: n.birth,
+	cfg := core.OwnerConfig{Topic: "sim", Lo: lo, Accept: n.acceptFor(lo), Future: int64(p.FutureBound), Birth: n.birth,
 		Grid: p.Grid}
 	if n.s.cfg.inject.openWindow {
 		cfg.Accept = int64(time.Hour)
 	}
-	o := core.NewOwner(cfg, n.seals[lo], n.durableSlots(lo))
-	n.owners[lo] = o
-	return o
+	return core.NewOwner(cfg, seal, slots)
 }
 
 // durableSlots reads what the disk holds in the range starting at lo.
@@ -256,10 +266,10 @@ func (n *node) scan(r *reader, f *flight) {
 func (n *node) close(o *core.Owner, sc core.Scan) core.ScanDecision {
 	if !n.s.cfg.inject.openWindow {
 		o.RaiseFloor(n.floor.Used())
-		return o.Close(n.closeClock(), sc.From, sc.To)
+		return o.Close(n.closeClock(o.Accept()), sc.From, sc.To)
 	}
 	d := o.Scan(n.clock(), sc.From, sc.To, false)
-	d.Closed = max(min(sc.To, uint64(max(n.clock()-int64(n.s.params.AcceptWindow), 0))), sc.From)
+	d.Closed = max(min(sc.To, uint64(max(n.clock()-n.s.alterPrev(), 0))), sc.From)
 	return d
 }
 

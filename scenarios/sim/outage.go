@@ -181,6 +181,7 @@ func (n *node) restart(o outage) {
 		})
 	}
 	n.startFloor()
+	n.restartAlter()
 	n.up = true
 	n.s.log.add("n%d restart after %v %s %s", n.id, time.Duration(o.end-o.start).Round(time.Millisecond), o.kind, o.what)
 }

@@ -144,7 +144,7 @@ func (r *reader) noteCaughtUp() {
 	if r.caught != 0 {
 		return
 	}
-	if head := r.clock() - int64(r.s.params.ReadDelay); int64(r.r.Frontier()) >= head-int64(time.Second) {
+	if head := r.clock() - r.r.ReadDelay(); int64(r.r.Frontier()) >= head-int64(time.Second) {
 		r.caught = r.s.now
 	}
 }

@@ -288,7 +288,7 @@ func (r *reader) silentAsEmpty(f *flight) []core.NodeResult {
 // atHead is the reader actor's Poll rule: at its clock's head, the reader
 // waits until the window spans Poll rather than scan a few milliseconds.
 func (r *reader) atHead(sc core.Scan) bool {
-	head := uint64(max(r.clock()-int64(r.s.params.ReadDelay), 0))
+	head := uint64(max(r.clock()-r.r.ReadDelay(), 0))
 	if !sc.Rescan && sc.To >= head && sc.To-sc.From < uint64(memberPoll) {
 		r.wakeAt(r.s.now + memberPoll - int64(sc.To-sc.From))
 		return true

@@ -18,7 +18,15 @@ import (
 // withRepair the nodes' repair loop (repair.go) from another, and withGrid
 // takes the offset grid away for about one seed in three (grid.go).
 func SeedConfig(seed uint64) Config {
-	return withLatency(withGrid(withRepair(withMeta(withHard(baseConfig(seed), seed, DefaultHard, 6), seed), seed), seed), seed)
+	return withAlter(withLatency(withGrid(withRepair(withMeta(withHard(baseConfig(seed), seed, DefaultHard, 6), seed), seed), seed), seed), seed)
+}
+
+// withAlter, from a stream of its own, alters the topic's accept window
+// during the writes for about one seed in four (alter.go).
+func withAlter(c Config, seed uint64) Config {
+	r := rand.New(rand.NewPCG(seed, 0xa17e))
+	c.Alter = r.IntN(4) == 0
+	return c
 }
 
 // withLatency, from a stream of its own, runs about one seed in three on

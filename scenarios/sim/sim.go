@@ -27,6 +27,7 @@ const (
 type sim struct {
 	cfg    Config
 	params quorum.Params
+	alter  *alter // a topic alter under way (alter.go)
 	rnd    *rand.Rand
 	now    int64 // true simulated time (ns); actors see it through their skewed clocks
 	seq    uint64
@@ -127,6 +128,7 @@ func (s *sim) schedule() {
 		s.scheduleGroup()
 	}
 	s.scheduleRepair()
+	s.scheduleAlter()
 }
 
 // running reports whether anything is still to finish.
