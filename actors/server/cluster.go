@@ -34,7 +34,10 @@ type LocalClusterConfig struct {
 	// Listen is the NATS client address ("127.0.0.1:4222"); empty means
 	// in-process only (no port opened).
 	Listen string
-	NoSync bool // --no-fsync: acknowledged writes may be lost on power failure
+	// HTTPListen serves the NATS server's monitoring endpoints (/varz,
+	// /jsz, /connz, ...) on host:port without authentication; "" none.
+	HTTPListen string
+	NoSync     bool // --no-fsync: acknowledged writes may be lost on power failure
 	// Metrics receives every node's metrics (const label node=<id>) and
 	// those of the clients Connect returns; nil = no metrics. Serve it
 	// with metrics.ServeMetrics (package actors/metrics).
@@ -117,6 +120,10 @@ func StartLocalCluster(cfg LocalClusterConfig) (*LocalCluster, error) {
 			return nil, err
 		}
 		so.Host, so.Port = host, port
+	}
+	var err error
+	if so.HTTPHost, so.HTTPPort, err = natsserver.SplitMonitorListen(cfg.HTTPListen); err != nil {
+		return nil, fmt.Errorf("local cluster: monitoring address: %w", err)
 	}
 	if cfg.Auth != nil || cfg.TLS != nil { // security.go
 		sec, err := natsserver.NewSecurity(cfg.Cluster, cfg.Auth, cfg.TLS)

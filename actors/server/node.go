@@ -86,7 +86,7 @@ func StartNode(o NodeOptions) (*Node, error) { return StartNodeContext(context.B
 // during the wait for JetStream).
 func StartNodeContext(ctx context.Context, o NodeOptions) (n *Node, err error) {
 	if err := o.check(); err != nil {
-		return nil, err
+		return nil, badOptions{err}
 	}
 	log := o.Logger.With("node", o.ID)
 	n = &Node{opts: o, log: log, started: o.Now(), fatal: make(chan error, 1)}
@@ -233,7 +233,8 @@ func (n *Node) startServer() error {
 	so := natsserver.ServerOptions{Name: o.ID, Host: host, Port: port, JetStream: true,
 		StoreDir: filepath.Join(o.DataDir, nodeJSDir), MaxMemory: o.JetStreamMaxMemory, MaxStore: o.JetStreamMaxStore,
 		Logger: n.log}
-	sec, err := n.security() // node_security.go
+	so.HTTPHost, so.HTTPPort, _ = natsserver.SplitMonitorListen(o.HTTPListen) // checked by checkListen
+	sec, err := n.security()                                                  // node_security.go
 	if err != nil {
 		return err
 	}
@@ -247,6 +248,9 @@ func (n *Node) startServer() error {
 		return fmt.Errorf("node %s: start the NATS server (listen %s): %w", o.ID, o.Listen, err)
 	}
 	n.server = srv
+	if u := srv.MonitorURL(); u != "" {
+		n.log.Info("NATS monitoring endpoints (no authentication)", "url", u)
+	}
 	opts := append([]nats.Option{nats.InProcessServer(srv.NATS()), nats.MaxReconnects(-1)}, n.connHandlers()...)
 	n.nc, err = srv.Connect(embeddedConnName+o.ID, opts...)
 	if err != nil {

@@ -45,6 +45,10 @@ type NodeOptions struct {
 	// JetStream (default 64 MiB and 1 GiB: it only holds metadata).
 	JetStreamMaxMemory int64
 	JetStreamMaxStore  int64
+	// HTTPListen serves the embedded server's NATS monitoring endpoints
+	// (/varz, /jsz, /connz, /routez, /healthz, ...) on host:port, without
+	// authentication (natsserver.ServerOptions.HTTPHost); "" none.
+	HTTPListen string
 
 	// NATSURL joins an existing NATS system (JetStream enabled) instead of
 	// embedding a server; Listen, ClusterListen and Routes must be empty.
@@ -108,6 +112,17 @@ type NodeOptions struct {
 	// Now is the node clock (unix ns) for the node and its heartbeat; nil = time.Now.
 	Now func() int64
 }
+
+// ErrBadOptions is wrapped by every refusal of NodeOptions that
+// StartNode makes before starting anything (a missing id, a bad address,
+// no authentication configured...): the caller's configuration is wrong.
+var ErrBadOptions = errors.New("bad node options")
+
+// badOptions wraps a refusal of check with ErrBadOptions, keeping its message.
+type badOptions struct{ err error }
+
+func (b badOptions) Error() string   { return b.err.Error() }
+func (b badOptions) Unwrap() []error { return []error{b.err, ErrBadOptions} }
 
 // check fills in defaults and refuses options that cannot be meant.
 func (o *NodeOptions) check() error {
@@ -182,10 +197,13 @@ func (o *NodeOptions) checkNames() error {
 // (--nats) or its own embedded server's client and route addresses.
 func (o *NodeOptions) checkListen() error {
 	if o.NATSURL != "" {
-		if o.Listen != "" || o.ClusterListen != "" || len(o.Routes) > 0 {
-			return errors.New("node: --nats joins an existing NATS system; it cannot be combined with --listen, --cluster-listen or --routes")
+		if o.Listen != "" || o.ClusterListen != "" || len(o.Routes) > 0 || o.HTTPListen != "" {
+			return errors.New("node: --nats joins an existing NATS system; it cannot be combined with --listen, --cluster-listen, --routes or --http-listen")
 		}
 		return nil
+	}
+	if _, _, err := natsserver.SplitMonitorListen(o.HTTPListen); err != nil {
+		return fmt.Errorf("node: --http-listen: %w", err)
 	}
 	if o.Listen == "" {
 		o.Listen = DefaultNodeListen

@@ -40,6 +40,10 @@ import (
 //	          reports, read the metadata, write its group keys
 //	          (g.<group>.<A>.> of the groups bucket; Groups narrows the
 //	          group names)
+//	system    the NATS system account ($SYS; auth_system.go) and nothing
+//	          else: `nats server ls`, `nats server report jetstream`,
+//	          `nats server raft peer-remove`, $SYS.REQ.SERVER.PING. It
+//	          cannot touch a raidq subject, so it goes alone.
 //
 // Every user receives replies only on its own inbox prefix, _INBOX_<name>
 // (InboxPrefix; the raidq client sets it with nats.CustomInboxPrefix), so
@@ -63,6 +67,7 @@ const (
 	RoleProducer = "producer"
 	RoleConsumer = "consumer"
 	RoleGateway  = "gateway"
+	RoleSystem   = "system"
 )
 
 // roleNames are the roles in the order of messages and summaries.
@@ -361,10 +366,14 @@ func (u AuthUser) Validate() error {
 	for _, r := range u.Roles {
 		switch r {
 		case RoleNode, RoleAdmin, RoleGateway:
+		case RoleSystem:
+			if err := u.validateSystem(); err != nil { // auth_system.go
+				return err
+			}
 		case RoleProducer, RoleConsumer:
 			return fmt.Errorf("%s: role %q takes its topics as %s: [topic, ...]", u.Identity(), r, r)
 		default:
-			return fmt.Errorf("%s: unknown role %q (roles: node, admin, gateway; producer: [topics]; consumer: [topics])", u.Identity(), r)
+			return fmt.Errorf("%s: unknown role %q (roles: node, admin, gateway, system; producer: [topics]; consumer: [topics])", u.Identity(), r)
 		}
 	}
 	if len(u.Roles) == 0 && len(u.Producer) == 0 && len(u.Consumer) == 0 {
@@ -390,11 +399,15 @@ func (u AuthUser) Validate() error {
 }
 
 // Permissions returns the NATS permissions of u in cluster (see the
-// package comment of auth.go for the roles).
+// package comment of auth.go for the roles). A system user's are nil:
+// everything in the system account, which holds no raidq subject.
 func (u AuthUser) Permissions(cluster string) (*server.Permissions, error) {
 	s, err := bus.NewSubjects(cluster)
 	if err != nil {
 		return nil, err
+	}
+	if u.Has(RoleSystem) {
+		return nil, nil
 	}
 	if u.Has(RoleNode) {
 		p := NodePermissions(s)
@@ -501,19 +514,26 @@ func appendNew(list []string, s string) []string {
 }
 
 // ServerUsers returns the nats-server users (user/password) and NKey
-// users of the auth file with their permissions in cluster.
+// users of the auth file with their permissions in cluster: system users
+// in the system account (SystemAccount), every other user in the global
+// account.
 func (a *AuthConfig) ServerUsers(cluster string) ([]*server.User, []*server.NkeyUser, error) {
 	var users []*server.User
 	var nk []*server.NkeyUser
+	sys := systemAccount()
 	for _, u := range a.Users {
 		p, err := u.Permissions(cluster)
 		if err != nil {
 			return nil, nil, err
 		}
+		var acc *server.Account // nil: the global account, raidq's
+		if u.Has(RoleSystem) {
+			acc = sys
+		}
 		if u.NKey != "" {
-			nk = append(nk, &server.NkeyUser{Nkey: u.NKey, Permissions: p})
+			nk = append(nk, &server.NkeyUser{Nkey: u.NKey, Permissions: p, Account: acc})
 		} else {
-			users = append(users, &server.User{Username: u.User, Password: u.Password, Permissions: p})
+			users = append(users, &server.User{Username: u.User, Password: u.Password, Permissions: p, Account: acc})
 		}
 	}
 	return users, nk, nil
@@ -533,6 +553,9 @@ func (a *AuthConfig) Summary() string {
 	var parts []string
 	for _, r := range roleNames {
 		parts = append(parts, fmt.Sprintf("%s %d", r, count[r]))
+	}
+	if n := a.systemUsers(); n > 0 { // auth_system.go
+		parts = append(parts, fmt.Sprintf("system %d", n))
 	}
 	routes := "routes by mutual TLS"
 	if a.Routes != nil {

@@ -90,8 +90,10 @@ type Security struct {
 	// RouteUser and RoutePassword authenticate routes (both ways: the
 	// route URLs get them when they carry no user).
 	RouteUser, RoutePassword string
-	TLS                      *tls.Config // client port; nil: plaintext
-	RouteTLS                 *tls.Config // route port (mutual); nil: plaintext
+	// System declares the system account (auth_system.go): some user is in it.
+	System   bool
+	TLS      *tls.Config // client port; nil: plaintext
+	RouteTLS *tls.Config // route port (mutual); nil: plaintext
 
 	// internal is the NKey of the process's own in-process connections
 	// (nodes, the metadata): a node-role user that exists only in this
@@ -127,6 +129,7 @@ func NewSecurity(cluster string, auth *AuthConfig, files *TLSFiles) (*Security, 
 		if err != nil {
 			return nil, err
 		}
+		s.System = auth.HasSystemUser()
 		if auth.Routes != nil {
 			s.RouteUser, s.RoutePassword = auth.Routes.User, auth.Routes.Password
 		}
@@ -222,6 +225,9 @@ func (s *Security) InternalViolations() int64 {
 func (s *Security) apply(n *server.Options) error {
 	if s == nil {
 		return nil
+	}
+	if err := s.applySystem(n); err != nil { // auth_system.go; before the users
+		return err
 	}
 	n.Users, n.Nkeys = s.Users, s.Nkeys
 	if s.AuthRequired() && n.MaxSubs == 0 {

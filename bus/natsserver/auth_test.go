@@ -55,7 +55,7 @@ func TestParseAuthConfigErrors(t *testing.T) {
 		{`users: []`, "empty"},
 		{`users: {a: 1}`, "want a list"},
 		{`users: [{user: a, password: b, roles: [root]}]`, `unknown role "root"`},
-		{`users: [{user: a, password: b, roles: [gateway, gw]}]`, `unknown role "gw" (roles: node, admin, gateway;`},
+		{`users: [{user: a, password: b, roles: [gateway, gw]}]`, `unknown role "gw" (roles: node, admin, gateway, system;`},
 		{`users: [{user: a, password: b, roles: [gateway], groups: [g]}]`, "groups without consumer"},
 		{`users: [{user: a, password: b, roles: [producer]}]`, "producer: [topic"},
 		{`users: [{user: a, password: b}]`, "no role"},

@@ -45,6 +45,13 @@ type ServerOptions struct {
 	Host string
 	Port int
 
+	// HTTPHost and HTTPPort serve nats-server's monitoring endpoints
+	// (/varz, /jsz, /connz, /routez, /healthz, ...; monitor.go) over plain
+	// HTTP. They have no authentication: bind them to a loopback or
+	// private address. HTTPPort 0: no monitoring; -1: a random free port.
+	HTTPHost string
+	HTTPPort int
+
 	// InProcessOnly starts no listener (nats-server DontListen): clients
 	// connect only through Server.Connect in the same process. It cannot be
 	// combined with clustering.
@@ -187,11 +194,16 @@ func (o ServerOptions) natsOptions() (*server.Options, error) {
 	if o.Port < -1 || o.Port > 65535 || o.ClusterPort < -1 || o.ClusterPort > 65535 {
 		return fail("port %d / cluster port %d out of range (-1 = random)", o.Port, o.ClusterPort)
 	}
+	if o.HTTPPort < -1 || o.HTTPPort > 65535 {
+		return fail("monitoring port %d out of range (-1 = random)", o.HTTPPort)
+	}
 	n := &server.Options{
 		ServerName:         o.Name,
 		Host:               o.Host,
 		Port:               o.Port,
 		DontListen:         o.InProcessOnly,
+		HTTPHost:           o.HTTPHost,
+		HTTPPort:           o.HTTPPort,
 		NoSigs:             true,
 		MaxPayload:         o.MaxPayload,
 		JetStream:          o.JetStream,

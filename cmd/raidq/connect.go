@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/raidq/raidq"
+	"github.com/raidq/raidq/actors/metrics"
 )
 
 // clientFlags are the flags every client command takes.
@@ -33,10 +34,25 @@ func envOr(key, def string) string {
 	return def
 }
 
+// Flag help of --nats and --creds, shared by every client command.
+const (
+	natsFlagHelp  = "NATS URL of the cluster (env RAIDQ_NATS, else NATS_URL)"
+	credsFlagHelp = "NATS credentials file (env RAIDQ_CREDS, else NATS_CREDS)"
+)
+
+// defaultNATSURL is --nats's default: RAIDQ_NATS, else the nats CLI's
+// NATS_URL (so one environment serves both tools), else the local port.
+func defaultNATSURL() string {
+	return envOr("RAIDQ_NATS", envOr("NATS_URL", "nats://127.0.0.1:4222"))
+}
+
+// defaultCreds is --creds's default: RAIDQ_CREDS, else NATS_CREDS.
+func defaultCreds() string { return envOr("RAIDQ_CREDS", envOr("NATS_CREDS", "")) }
+
 func (f *clientFlags) register(cmd *cobra.Command) {
 	p := cmd.Flags()
-	p.StringVar(&f.url, "nats", envOr("RAIDQ_NATS", "nats://127.0.0.1:4222"), "NATS URL of the cluster (env RAIDQ_NATS)")
-	p.StringVar(&f.creds, "creds", envOr("RAIDQ_CREDS", ""), "NATS credentials file (env RAIDQ_CREDS)")
+	p.StringVar(&f.url, "nats", defaultNATSURL(), natsFlagHelp)
+	p.StringVar(&f.creds, "creds", defaultCreds(), credsFlagHelp)
 	p.StringVar(&f.cluster, "cluster", envOr("RAIDQ_CLUSTER", "raidq"), "raidq cluster name (env RAIDQ_CLUSTER)")
 	p.DurationVar(&f.timeout, "timeout", 5*time.Second, "how long to wait for the cluster to answer")
 	p.BoolVarP(&f.verbose, "verbose", "v", false, "log what the client does (stderr)")
@@ -54,12 +70,15 @@ func (f *clientFlags) logger() *slog.Logger {
 // connect dials the cluster with a clear error when nothing answers.
 func (f *clientFlags) connect() (*raidq.Client, error) {
 	if f.timeout <= 0 {
-		return nil, fmt.Errorf("--timeout %v: must be positive", f.timeout)
+		return nil, usageErr(fmt.Errorf("--timeout %v: must be positive", f.timeout))
 	}
 	opts := []raidq.Option{raidq.WithCluster(f.cluster), raidq.WithAuth(f.auth.auth(f.creds)),
 		raidq.WithNATSOptions(newRefusalReporter(os.Stderr).option()),
 		raidq.WithTimeout(f.timeout), raidq.WithLogger(f.logger()), raidq.WithName("raidq-cli")}
 	if f.metrics != nil {
+		if err := metrics.RegisterBuildInfo(f.metrics); err != nil {
+			return nil, err
+		}
 		opts = append(opts, raidq.WithMetrics(f.metrics))
 	}
 	c, err := raidq.Connect(f.url, opts...)

@@ -9,7 +9,9 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/raidq/raidq/actors/metrics"
 	"github.com/raidq/raidq/actors/server"
+	"github.com/raidq/raidq/bus/natsserver"
 	"github.com/spf13/cobra"
 )
 
@@ -17,6 +19,7 @@ import (
 type devFlags struct {
 	cfg                   server.LocalClusterConfig
 	logLevel, metricsAddr string
+	logFormat             string
 	sec                   devSecurityFlags // security_dev.go
 	kafka                 kafkaFlags       // kafka.go
 }
@@ -42,7 +45,14 @@ with it, topics and data survive a restart. SIGINT or SIGTERM stops it.
 It runs without authentication unless --auth FILE gives users and their
 permissions (docs/security.md). --tls makes clients use TLS: it generates
 a local CA and a server certificate in DATA/tls (kept across restarts)
-and prints the CA file to pass to clients with --tls-ca.`,
+and prints the CA file to pass to clients with --tls-ca.
+
+--http-listen HOST:PORT serves the NATS server's monitoring endpoints
+(/varz, /jsz, /connz, /routez, /healthz, ...). The dev cluster has one
+NATS server (its nodes share it), so it is one address; no port scheme.
+NATS monitoring has no authentication: bind it to a loopback or private
+address. The nats CLI's server commands need a system user in --auth
+(roles: [system]); without --auth no one can reach the system account.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runDev(cmd, &f)
@@ -60,8 +70,10 @@ func (d *devFlags) register(cmd *cobra.Command) {
 	f.StringVar(&d.cfg.Listen, "listen", server.DefaultNodeListen, "NATS client address host:port")
 	f.StringVar(&d.cfg.Cluster, "cluster", server.DefaultCluster, "raidq cluster name")
 	f.BoolVar(&d.cfg.NoSync, "no-fsync", false, "acknowledge writes before fsync (acknowledged data can be lost on power failure)")
-	f.StringVar(&d.logLevel, "log-level", "warn", "log level: debug, info, warn or error (text on stderr)")
+	f.StringVar(&d.logLevel, "log-level", "warn", "log level: debug, info, warn or error (on stderr)")
+	f.StringVar(&d.logFormat, "log-format", "text", "log format: text or json (slog; the NATS server's and actors' logs too)")
 	f.StringVar(&d.metricsAddr, "metrics", "", "serve Prometheus metrics and /healthz on this address (host:port)")
+	f.StringVar(&d.cfg.HTTPListen, "http-listen", "", httpListenHelp+"; the one NATS server of the dev cluster")
 	d.sec.register(f)
 	d.kafka.register(f, "kafka-")
 }
@@ -70,13 +82,16 @@ func (d *devFlags) register(cmd *cobra.Command) {
 // directory without --data), describes it and runs it until a signal.
 func runDev(cmd *cobra.Command, f *devFlags) error {
 	cfg := &f.cfg
-	log, err := newLogger(f.logLevel)
+	log, err := newLoggerFormat(f.logLevel, f.logFormat)
 	if err != nil {
 		return err
 	}
 	cfg.Logger = log
 	if cfg.Listen == "" {
-		return fmt.Errorf("--listen: a host:port is required")
+		return usageErr(fmt.Errorf("--listen: a host:port is required"))
+	}
+	if _, _, err := natsserver.SplitMonitorListen(cfg.HTTPListen); err != nil {
+		return usageErr(fmt.Errorf("--http-listen: %w", err))
 	}
 	if cfg.Dir == "" {
 		dir, err := os.MkdirTemp("", "raidq-dev-")
@@ -97,6 +112,9 @@ func runDev(cmd *cobra.Command, f *devFlags) error {
 		return err
 	}
 	defer stopMetrics()
+	if err := metrics.RegisterBuildInfo(reg); err != nil {
+		return err
+	}
 	cfg.Metrics = reg
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -121,6 +139,9 @@ func (f *devFlags) describe(out io.Writer, lc *server.LocalCluster) {
 	ids := lc.NodeIDs()
 	fmt.Fprintf(out, "raidq dev: cluster %q listening on %s (JetStream on, metadata in KV)\n", cfg.Cluster, lc.ClientURL())
 	fmt.Fprintf(out, "nodes: %s (data in %s)\n", strings.Join(ids, " "), cfg.Dir)
+	if u := lc.NATSServer().MonitorURL(); u != "" {
+		fmt.Fprintf(out, "NATS monitoring: %s/varz /jsz /connz /routez /healthz (no authentication)\n", u)
+	}
 	f.sec.describe(out, cfg, lc.ClientURL()) // security_dev.go: auth, TLS and a command to try
 	if gw := lc.Kafka(); gw != nil {
 		fmt.Fprintf(out, "kafka: listening on %s (clients told %s); try: kcat -b %s -L\n", gw.Addr(), gw.Advertised(), gw.Advertised())

@@ -12,8 +12,10 @@ import (
 	"time"
 
 	"github.com/nats-io/nats-server/v2/conf"
+	"github.com/raidq/raidq/actors/metrics"
 	"github.com/raidq/raidq/actors/node"
 	"github.com/raidq/raidq/actors/server"
+	"github.com/raidq/raidq/bus/natsserver"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 )
@@ -27,6 +29,7 @@ type nodeFlags struct {
 	sec                               nodeSecurityFlags // security_flags.go
 	kafka                             kafkaFlags        // kafka.go
 	logLevel, configFile, metricsAddr string
+	logFormat                         string
 }
 
 func nodeCmd() *cobra.Command {
@@ -52,6 +55,13 @@ Security (docs/security.md): --auth FILE lists the users and their roles
 subject permissions; --tls-cert, --tls-key and --tls-ca make clients use
 TLS and the routes between nodes mutual TLS. Without --auth the node
 refuses to start unless --insecure says to run without authentication.
+
+--http-listen HOST:PORT serves the embedded NATS server's monitoring
+endpoints (/varz, /jsz, /connz, /routez, /healthz, ...), separate from
+--metrics. NATS monitoring has no authentication: bind it to a loopback
+or private address. The nats CLI's server commands (nats server ls,
+nats server report jetstream, nats server raft peer-remove) use the
+system account instead: an auth file user with roles: [system].
 
 --config FILE reads the flags from a file, keyed by flag name (id, data,
 listen, cluster-listen, routes, ...): JSON, or flat "key: value" lines
@@ -94,8 +104,10 @@ func (n *nodeFlags) register(cmd *cobra.Command) {
 	f.BoolVar(&n.o.Insecure, "insecure", false, "run without authentication (required unless --auth is given)")
 	n.sec.register(f)
 	n.kafka.register(f, "kafka-")
-	f.StringVar(&n.logLevel, "log-level", "info", "log level: debug, info, warn or error (text on stderr)")
+	f.StringVar(&n.logLevel, "log-level", "info", "log level: debug, info, warn or error (on stderr)")
+	f.StringVar(&n.logFormat, "log-format", "text", "log format: text or json (slog; the NATS server's and actors' logs too)")
 	f.StringVar(&n.metricsAddr, "metrics", "", "serve Prometheus metrics and /healthz on this address (host:port)")
+	f.StringVar(&n.o.HTTPListen, "http-listen", "", httpListenHelp)
 	f.StringVar(&n.configFile, "config", "", "read flags from this file (JSON or NATS-style key: value)")
 	// Failure drills only (raidq drill slow-2): answer every request late.
 	f.DurationVar(&n.o.ReplyDelay, "reply-delay", 0, "answer every request this late (failure drills: a slow node)")
@@ -109,14 +121,17 @@ func runNodeCmd(cmd *cobra.Command, f *nodeFlags) error {
 	o := &f.o
 	if f.configFile != "" {
 		if err := applyConfigFile(cmd.Flags(), f.configFile); err != nil {
-			return err
+			return usageErr(err)
 		}
 	}
-	log, err := newLogger(f.logLevel)
+	log, err := newLoggerFormat(f.logLevel, f.logFormat)
 	if err != nil {
 		return err
 	}
 	o.Logger = log
+	if _, _, err := natsserver.SplitMonitorListen(o.HTTPListen); err != nil {
+		return usageErr(fmt.Errorf("--http-listen: %w", err))
+	}
 	o.Routes = splitList(o.Routes)
 	if err := f.sec.apply(o); err != nil {
 		return err
@@ -129,6 +144,9 @@ func runNodeCmd(cmd *cobra.Command, f *nodeFlags) error {
 		return err
 	}
 	defer stopMetrics()
+	if err := metrics.RegisterBuildInfo(reg); err != nil {
+		return err
+	}
 	o.Metrics = reg
 	return runNode(*o)
 }
@@ -169,13 +187,35 @@ func runNode(o server.NodeOptions) error {
 	return nil
 }
 
+// httpListenHelp is the help of --http-listen (node and dev).
+const httpListenHelp = "serve the NATS server's monitoring endpoints (/varz, /jsz, /connz, /routez, /healthz) on host:port; " +
+	"NO authentication: bind to loopback or a private address (port -1: any free port)"
+
 // newLogger returns a text logger on stderr at the named level.
-func newLogger(level string) (*slog.Logger, error) {
+func newLogger(level string) (*slog.Logger, error) { return newLoggerFormat(level, "text") }
+
+// newLoggerFormat returns a logger on stderr at the named level, in the
+// named format (text or json; slog's handlers), and makes it slog's
+// default so that whatever logs through slog.Default (or the log
+// package) comes out the same way. Bad names are usage errors.
+func newLoggerFormat(level, format string) (*slog.Logger, error) {
 	var l slog.Level
 	if err := l.UnmarshalText([]byte(level)); err != nil {
-		return nil, fmt.Errorf("--log-level %q: want debug, info, warn or error", level)
+		return nil, usageErr(fmt.Errorf("--log-level %q: want debug, info, warn or error", level))
 	}
-	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: l})), nil
+	opts := &slog.HandlerOptions{Level: l}
+	var h slog.Handler
+	switch format {
+	case "text":
+		h = slog.NewTextHandler(os.Stderr, opts)
+	case "json":
+		h = slog.NewJSONHandler(os.Stderr, opts)
+	default:
+		return nil, usageErr(fmt.Errorf("--log-format %q: want text or json", format))
+	}
+	log := slog.New(h)
+	slog.SetDefault(log)
+	return log, nil
 }
 
 // splitList splits comma-separated entries and drops blanks.
@@ -196,7 +236,7 @@ func splitList(in []string) []string {
 func applyConfigFile(fs *pflag.FlagSet, path string) error {
 	m, err := conf.ParseFile(path)
 	if err != nil {
-		return fmt.Errorf("--config %s: %w", path, err)
+		return usageErr(fmt.Errorf("--config %s: %w", path, err))
 	}
 	var known []string
 	fs.VisitAll(func(f *pflag.Flag) {

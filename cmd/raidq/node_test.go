@@ -42,12 +42,13 @@ func TestNodeProcesses(t *testing.T) {
 		}
 		return p
 	}
-	// refused checks a clear one-line refusal: exit 1, the message, no panic.
-	refused := func(t *testing.T, p *cluster.Proc, want ...string) {
+	// refused checks a clear one-line refusal: exit code (2 for a usage
+	// error, 1 for a failure), the message, no panic.
+	refused := func(t *testing.T, p *cluster.Proc, code int, want ...string) {
 		t.Helper()
 		stderr := p.Stderr()
-		if p.ExitCode() != 1 {
-			t.Errorf("exit code %d, want 1; stderr:\n%s", p.ExitCode(), stderr)
+		if p.ExitCode() != code {
+			t.Errorf("exit code %d, want %d; stderr:\n%s", p.ExitCode(), code, stderr)
 		}
 		for _, w := range want {
 			if !strings.Contains(stderr, w) {
@@ -76,8 +77,10 @@ func TestNodeProcesses(t *testing.T) {
 			{[]string{"node", "--insecure", "--id", "n1", "--data", dir, "--log-level", "loud"}, []string{"--log-level"}},
 			{[]string{"node", "--insecure", "--bogus"}, []string{"unknown flag: --bogus"}},
 			{[]string{"node", "--insecure", "--data", dir, "--config", cfg}, []string{"unknown key \"bogus\""}},
+			{[]string{"node", "--insecure", "--id", "n1", "--data", dir, "--log-format", "xml"}, []string{"--log-format", "text or json"}},
+			{[]string{"node", "--insecure", "--id", "n1", "--data", dir, "--http-listen", "nohost"}, []string{"--http-listen"}},
 		} {
-			refused(t, run(t, tc.args...), tc.want...)
+			refused(t, run(t, tc.args...), exitUsage, tc.want...)
 		}
 	})
 
@@ -92,7 +95,7 @@ func TestNodeProcesses(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		refused(t, run(t, "node", "--insecure", "--id", "n1", "--data", dir, "--listen", "127.0.0.1:-1"),
+		refused(t, run(t, "node", "--insecure", "--id", "n1", "--data", dir, "--listen", "127.0.0.1:-1"), exitFailure,
 			"data directory "+slots+" is damaged", "corrupt")
 	})
 

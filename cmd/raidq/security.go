@@ -340,6 +340,9 @@ func printNATSConfig(w io.Writer, a *natsserver.AuthConfig, cluster string, asJS
 	fmt.Fprintf(w, "# raidq cluster %q: users and permissions (raidq security nats-config)\nauthorization {\n  users: [\n", cluster)
 	for _, u := range a.Users {
 		p, _ := u.Permissions(cluster)
+		if p == nil {
+			continue // a system user: printSystemAccount
+		}
 		id := fmt.Sprintf("user: %q, password: %q", u.User, u.Password)
 		if u.NKey != "" {
 			id = fmt.Sprintf("nkey: %q", u.NKey)
@@ -354,5 +357,27 @@ func printNATSConfig(w io.Writer, a *natsserver.AuthConfig, cluster string, asJS
 	if a.Routes != nil {
 		fmt.Fprintf(w, "cluster {\n  authorization {user: %q, password: %q}\n}\n", a.Routes.User, a.Routes.Password)
 	}
+	printSystemAccount(w, a)
 	return nil
+}
+
+// printSystemAccount prints the system users (roles: [system]) as a
+// system account with every permission in it (nats-server's own
+// operations: nats server ls, report jetstream, raft peer-remove).
+func printSystemAccount(w io.Writer, a *natsserver.AuthConfig) {
+	if !a.HasSystemUser() {
+		return
+	}
+	fmt.Fprintln(w, "accounts {\n  SYS: {\n    users: [")
+	for _, u := range a.Users {
+		if !u.Has(natsserver.RoleSystem) {
+			continue
+		}
+		if u.NKey != "" {
+			fmt.Fprintf(w, "      {nkey: %q}\n", u.NKey)
+		} else {
+			fmt.Fprintf(w, "      {user: %q, password: %q}\n", u.User, u.Password)
+		}
+	}
+	fmt.Fprintln(w, "    ]\n  }\n}\nsystem_account: SYS")
 }

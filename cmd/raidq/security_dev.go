@@ -58,6 +58,12 @@ func (f *devSecurityFlags) describe(w io.Writer, cfg *server.LocalClusterConfig,
 	if cfg.Auth != nil {
 		fmt.Fprintf(w, "authentication on (%s): %s\n", f.authFile, cfg.Auth.Summary())
 		for _, u := range cfg.Auth.Users {
+			if u.Has(natsserver.RoleSystem) && u.User != "" {
+				fmt.Fprintf(w, "system account: user %s (nats --server %s --user %s --password … server ls)\n", u.User, url, u.User)
+				break
+			}
+		}
+		for _, u := range cfg.Auth.Users {
 			if u.Has(natsserver.RoleAdmin) && u.User != "" {
 				try = append(try, "--user", u.User, "--password", "…")
 				break

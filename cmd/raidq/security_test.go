@@ -2,10 +2,12 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -14,6 +16,7 @@ import (
 
 	"github.com/raidq/raidq/bus"
 	"github.com/raidq/raidq/scenarios/cluster"
+	"github.com/raidq/raidq/scenarios/testkit"
 )
 
 // TestCLISecureCluster is the "Secure a cluster" path of the README: an
@@ -54,6 +57,7 @@ func TestCLISecureCluster(t *testing.T) {
   {user: ops, password: %q, roles: [admin]}
   {nkey: %s, producer: [orders]}
   {user: reader, password: readerpw, consumer: [orders]}
+  {user: sys, password: syspw, roles: [system]}
 ]
 `, hash, pub)
 	if err := os.WriteFile(auth, []byte(conf), 0o600); err != nil {
@@ -65,7 +69,7 @@ func TestCLISecureCluster(t *testing.T) {
 
 	c, err := cluster.New(cluster.Config{Binary: bin, Dir: filepath.Join(dir, "nodes"), Nodes: 3, LogLevel: "info",
 		Args: []string{"--auth", auth, "--tls-cert", filepath.Join(tlsDir, "node.pem"), "--tls-key", filepath.Join(tlsDir, "node-key.pem"),
-			"--tls-ca", ca, "--meta-replicas", "3"}})
+			"--tls-ca", ca, "--meta-replicas", "3", "--http-listen", "127.0.0.1:-1", "--log-format", "json"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -117,5 +121,57 @@ func TestCLISecureCluster(t *testing.T) {
 	}
 	if !strings.Contains(c.Node(0).Proc.Stderr(), "authentication on") {
 		t.Errorf("node log does not say authentication is on:\n%s", c.Node(0).Proc.Tail(20))
+	}
+	checkJSONLogs(t, c.Node(0).Proc.Stderr(), true)
+	checkNodeMonitoring(t, c.Node(0).Proc.Stderr())
+	checkSystemAccount(t, url, 3, nats.RootCAs(ca))
+	checkPeerRemove(t, c, url, nats.RootCAs(ca))
+}
+
+// checkNodeMonitoring finds the monitoring URL a node logged and reads
+// its /varz and /routez.
+func checkNodeMonitoring(t *testing.T, stderr string) {
+	t.Helper()
+	m := regexp.MustCompile(`"NATS monitoring endpoints \(no authentication\)".*"url":"(http://[^"]+)"`).FindStringSubmatch(stderr)
+	if m == nil {
+		t.Fatalf("the node does not log its monitoring URL:\n%s", grepLines(stderr, "monitoring"))
+	}
+	var routez struct {
+		NumRoutes int `json:"num_routes"`
+	}
+	if err := json.Unmarshal([]byte(httpGet(t, m[1]+"/routez")), &routez); err != nil || routez.NumRoutes == 0 {
+		t.Errorf("/routez: %+v %v", routez, err)
+	}
+	if body := httpGet(t, m[1]+"/varz"); !strings.Contains(body, `"server_name"`) {
+		t.Errorf("/varz: %.300s", body)
+	}
+}
+
+// checkPeerRemove is docs/cluster.md's step after a node replacement:
+// the system user removes a stopped server from the JetStream meta group
+// ($JS.API.SERVER.REMOVE, what `nats server raft peer-remove` sends).
+func checkPeerRemove(t *testing.T, c *cluster.Cluster, url string, opts ...nats.Option) {
+	t.Helper()
+	gone := c.Node(2).ID
+	if _, err := c.StopNode(2, 30*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	sys, err := nats.Connect(url, append(opts, nats.UserInfo("sys", "syspw"))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sys.Close()
+	var last string
+	testkit.WaitFor(t, "the meta leader to remove "+gone, func() bool {
+		m, err := sys.Request("$JS.API.SERVER.REMOVE", []byte(`{"peer":"`+gone+`"}`), 5*time.Second)
+		if err != nil {
+			last = err.Error()
+			return false
+		}
+		last = string(m.Data)
+		return strings.Contains(last, `"success":true`)
+	})
+	if t.Failed() {
+		t.Logf("last answer: %s", last)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"sort"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -35,9 +36,11 @@ func statusCmd() *cobra.Command {
 		Long: `status finds the cluster's nodes through their NATS micro service
 ($SRV.PING.raidq-node, every answer within --timeout) and asks each one for
 its status. For each node it prints its health (ok, slow reply, no answer,
-store failed), its clock skew against this machine (corrected by half the
+store failed), its raidq version, its clock skew against this machine (corrected by half the
 round trip), its disk use, slot owners alive, requests pending, and its
-write counters since it started.
+write counters since it started. When the nodes that answered run
+different raidq versions (a rolling upgrade half done), a WARNING line
+after the table names them (--json: versions and version_warning).
 
 It exits non-zero when NATS cannot be reached, when no node answers, or
 when a node that was found does not answer its status or reports a failed
@@ -54,8 +57,8 @@ store.`,
 // register defines the status flags on cmd.
 func (s *statusFlags) register(cmd *cobra.Command) {
 	f := cmd.Flags()
-	f.StringVar(&s.url, "nats", envOr("RAIDQ_NATS", "nats://127.0.0.1:4222"), "NATS URL of the cluster (env RAIDQ_NATS)")
-	f.StringVar(&s.creds, "creds", envOr("RAIDQ_CREDS", ""), "NATS credentials file (env RAIDQ_CREDS)")
+	f.StringVar(&s.url, "nats", defaultNATSURL(), natsFlagHelp)
+	f.StringVar(&s.creds, "creds", defaultCreds(), credsFlagHelp)
 	f.StringVar(&s.cluster, "cluster", envOr("RAIDQ_CLUSTER", "raidq"), "raidq cluster name (env RAIDQ_CLUSTER)")
 	f.DurationVar(&s.timeout, "timeout", 2*time.Second, "how long to listen for nodes and their answers")
 	s.auth.register(f)
@@ -67,7 +70,7 @@ func (s *statusFlags) register(cmd *cobra.Command) {
 // reports a failed store.
 func showStatus(cmd *cobra.Command, f *statusFlags) error {
 	if f.timeout <= 0 {
-		return fmt.Errorf("--timeout %v: must be positive", f.timeout)
+		return usageErr(fmt.Errorf("--timeout %v: must be positive", f.timeout))
 	}
 	parent := cmd.Context()
 	if parent == nil {
@@ -82,7 +85,7 @@ func showStatus(cmd *cobra.Command, f *statusFlags) error {
 	defer nc.Close()
 	nodes, err := actors.StatusWith(ctx, nc, f.cluster, actors.StatusOptions{Timeout: f.timeout})
 	if errors.Is(err, actors.ErrNoNodes) {
-		return fmt.Errorf("no raidq node answered on %s (cluster %s): is a node running?", f.url, f.cluster)
+		return fmt.Errorf("no raidq node answered on %s (cluster %s): is a node running?%w", f.url, f.cluster, silent{err})
 	}
 	if err != nil {
 		return fmt.Errorf("status of cluster %s on %s: %w", f.cluster, f.url, err)
@@ -120,13 +123,19 @@ func (f *statusFlags) connect(cmd *cobra.Command) (*nats.Conn, error) {
 
 // print writes the nodes' status to w: the --json object or the table.
 func (f *statusFlags) print(w io.Writer, nodes []bus.NodeStatus) error {
+	versions, odd := nodeVersions(nodes)
+	warning := versionWarning(versions)
 	if !f.asJSON {
-		printStatus(w, nodes)
+		printStatus(w, nodes, odd)
+		if warning != "" {
+			fmt.Fprintln(w, "WARNING:", warning)
+		}
 		return nil
 	}
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
-	return enc.Encode(statusReport{Cluster: f.cluster, NATS: f.url, Checked: time.Now().UTC(), Nodes: nodes})
+	return enc.Encode(statusReport{Cluster: f.cluster, NATS: f.url, Checked: time.Now().UTC(), Nodes: nodes,
+		Versions: versions, VersionWarning: warning})
 }
 
 // statusReport is the --json output.
@@ -135,17 +144,32 @@ type statusReport struct {
 	NATS    string           `json:"nats"`
 	Checked time.Time        `json:"checked"`
 	Nodes   []bus.NodeStatus `json:"nodes"`
+	// Versions maps each raidq version to the nodes that run it (nodes
+	// that answered); VersionWarning is set when there is more than one.
+	Versions       map[string][]string `json:"versions"`
+	VersionWarning string              `json:"version_warning,omitempty"`
 }
 
-func printStatus(w io.Writer, nodes []bus.NodeStatus) {
+// silent wraps err for errors.Is without adding to the message.
+type silent struct{ err error }
+
+func (s silent) Error() string { return "" }
+func (s silent) Unwrap() error { return s.err }
+
+// printStatus writes the table; odd are the nodes whose version differs
+// from most nodes' (nodeVersions).
+func printStatus(w io.Writer, nodes []bus.NodeStatus, odd map[string]bool) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "NODE\tHEALTH\tRTT\tSKEW\tDISK\tOWNERS\tPENDING\tWRITES\tCONFLICTS\tSEALED\tREPAIRED\tBELOW_N\tNOTES")
+	fmt.Fprintln(tw, "NODE\tHEALTH\tVERSION\tRTT\tSKEW\tDISK\tOWNERS\tPENDING\tWRITES\tCONFLICTS\tSEALED\tREPAIRED\tBELOW_N\tNOTES")
 	for _, n := range nodes {
 		if n.Health == bus.HealthNoAnswer {
-			fmt.Fprintf(tw, "%s\t%s\t-\t-\t-\t-\t-\t-\t-\t-\t-\t-\t%s\n", n.Node, n.Health, n.Error)
+			fmt.Fprintf(tw, "%s\t%s\t-\t-\t-\t-\t-\t-\t-\t-\t-\t-\t-\t%s\n", n.Node, n.Health, n.Error)
 			continue
 		}
 		var notes []string
+		if odd[n.Node] {
+			notes = append(notes, "version differs from the other nodes'")
+		}
 		if n.Failure != "" {
 			notes = append(notes, "store failed: "+n.Failure)
 		}
@@ -170,11 +194,62 @@ func printStatus(w io.Writer, nodes []bus.NodeStatus) {
 		if note := refusalNote(n.Counters); note != "" { // security_flags.go
 			notes = append(notes, note)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\n", n.Node, n.Health, fmtDuration(n.RTT), fmtSkew(n.Skew),
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\n", n.Node, n.Health, orDash(n.Version),
+			fmtDuration(n.RTT), fmtSkew(n.Skew),
 			fmtBytes(n.DiskBytes), n.Owners, n.Pending, n.Counters.Writes, n.Counters.Conflicts, n.Counters.Sealed,
 			n.Counters.ShardsRepaired, n.Counters.StripesBelowN, strings.Join(notes, "; "))
 	}
 	_ = tw.Flush()
+}
+
+// nodeVersions maps each version to the nodes that report it, and
+// returns the nodes off the most common version (ties: the greatest
+// version string wins, so the odd ones are the older in a plain upgrade).
+func nodeVersions(nodes []bus.NodeStatus) (map[string][]string, map[string]bool) {
+	versions := map[string][]string{}
+	for _, n := range nodes {
+		if n.Health != bus.HealthNoAnswer && n.Version != "" {
+			versions[n.Version] = append(versions[n.Version], n.Node)
+		}
+	}
+	common := ""
+	for v, ids := range versions {
+		if common == "" || len(ids) > len(versions[common]) || len(ids) == len(versions[common]) && v > common {
+			common = v
+		}
+	}
+	odd := map[string]bool{}
+	for v, ids := range versions {
+		for _, id := range ids {
+			odd[id] = v != common
+		}
+	}
+	return versions, odd
+}
+
+// versionWarning says which nodes run which version, when they differ.
+func versionWarning(versions map[string][]string) string {
+	if len(versions) < 2 {
+		return ""
+	}
+	vs := make([]string, 0, len(versions))
+	for v := range versions {
+		vs = append(vs, v)
+	}
+	sort.Strings(vs)
+	parts := make([]string, len(vs))
+	for i, v := range vs {
+		parts[i] = v + " on " + strings.Join(versions[v], " ")
+	}
+	return "nodes run different raidq versions: " + strings.Join(parts, "; ") +
+		" (finish or roll back the upgrade)"
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
 }
 
 // fmtDuration rounds d for a table cell.

@@ -140,3 +140,46 @@ func waitStatusEndpoints(t *testing.T, url, cluster string, ids []string) {
 		})
 	}
 }
+
+// TestStatusVersions: the VERSION column, and a WARNING line (--json:
+// versions and version_warning) when the nodes run different versions.
+func TestStatusVersions(t *testing.T) {
+	nodes := []bus.NodeStatus{
+		{Node: "n1", Health: bus.HealthOK, Version: "v0.3.0"},
+		{Node: "n2", Health: bus.HealthOK, Version: "v0.3.0"},
+		{Node: "n3", Health: bus.HealthOK, Version: "v0.2.1"},
+		{Node: "n4", Health: bus.HealthNoAnswer},
+	}
+	var out bytes.Buffer
+	f := &statusFlags{cluster: "c", url: "nats://x"}
+	if err := f.print(&out, nodes); err != nil {
+		t.Fatal(err)
+	}
+	text := out.String()
+	want := "WARNING: nodes run different raidq versions: v0.2.1 on n3; v0.3.0 on n1 n2 (finish or roll back the upgrade)"
+	if !strings.Contains(text, want) || !strings.Contains(text, "VERSION") {
+		t.Errorf("table:\n%s\nwant %q", text, want)
+	}
+	for _, l := range strings.Split(text, "\n") {
+		if odd := strings.Contains(l, "version differs"); odd != strings.HasPrefix(l, "n3 ") {
+			t.Errorf("row %q: only n3's should say its version differs", l)
+		}
+	}
+	out.Reset()
+	f.asJSON = true
+	if err := f.print(&out, nodes); err != nil {
+		t.Fatal(err)
+	}
+	var rep statusReport
+	if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
+		t.Fatal(err)
+	}
+	if rep.VersionWarning == "" || len(rep.Versions["v0.3.0"]) != 2 || len(rep.Versions) != 2 {
+		t.Errorf("--json: versions %v, warning %q", rep.Versions, rep.VersionWarning)
+	}
+	out.Reset()
+	f.asJSON = false
+	if err := f.print(&out, nodes[:2]); err != nil || strings.Contains(out.String(), "WARNING") {
+		t.Errorf("one version: %v\n%s", err, out.String())
+	}
+}

@@ -15,8 +15,9 @@ import (
 )
 
 func topicCmd() *cobra.Command {
-	cmd := &cobra.Command{Use: "topic", Short: "Create, list, describe and delete topics"}
+	cmd := &cobra.Command{Use: "topic", Short: "Create, list, describe, alter and delete topics"}
 	cmd.AddCommand(topicCreateCmd(), topicListCmd(), topicDescribeCmd(), topicDeleteCmd())
+	cmd.AddCommand(topicAlterCmd(), topicAddPartitionsCmd()) // topic_alter.go
 	return cmd
 }
 
@@ -26,6 +27,7 @@ func topicCreateCmd() *cobra.Command {
 	d := raidq.DefaultParams()
 	var parity int
 	var latency string
+	var asJSON bool
 	cmd := &cobra.Command{
 		Use:   "create NAME",
 		Short: "Create a topic (ensembles are drawn from the live nodes)",
@@ -51,6 +53,9 @@ func topicCreateCmd() *cobra.Command {
 				return err
 			}
 			r := topicRecord(info)
+			if asJSON {
+				return json.NewEncoder(cmd.OutOrStdout()).Encode(r)
+			}
 			fmt.Fprintf(cmd.OutOrStdout(), "created topic %s: %d partitions, %d+%d shards, commit at %d of %d, read delay %v, offset grid %s\n",
 				r.Name, r.Partitions, r.K, r.N-r.K, r.W, r.N, time.Duration(r.ReadDelay), grid(r))
 			return nil
@@ -59,6 +64,7 @@ func topicCreateCmd() *cobra.Command {
 	cf.register(cmd)
 	f := cmd.Flags()
 	f.IntVar(&tc.Partitions, "partitions", 1, "partitions")
+	f.BoolVar(&asJSON, "json", false, "print the created topic record as JSON")
 	f.StringVar(&latency, "latency", "default", "latency profile: default (A=D=250ms, delivery in about 300ms) or low "+
 		"(A=D=20ms, delivery in tens of ms, more retries when a disk or producer stalls); --accept-window/--read-delay override it")
 	f.IntVar(&tc.Params.K, "data-shards", d.K, "data shards k")
@@ -175,6 +181,10 @@ func describe(w io.Writer, t meta.TopicRecord) {
 		t.Name, t.Partitions, t.K, t.N-t.K, t.N, t.W, t.N)
 	fmt.Fprintf(w, "  read delay     %v\n  accept window  %v\n  future bound   %v\n  max skew       %v\n",
 		time.Duration(t.ReadDelay), time.Duration(t.AcceptWindow), time.Duration(t.FutureBound), time.Duration(t.MaxSkew))
+	if t.AcceptFrom != 0 {
+		fmt.Fprintf(w, "  accept change  %v for offsets before %s; in force everywhere after %s\n", time.Duration(t.PrevAcceptWindow),
+			time.Unix(0, int64(t.AcceptFrom)).UTC().Format(time.RFC3339), meta.SettleTime(t).UTC().Format(time.RFC3339Nano))
+	}
 	fmt.Fprintf(w, "  offset grid    %s\n  retention      %s\n  created        %s\n",
 		grid(t), retention(t), time.Unix(0, int64(t.Created)).UTC().Format(time.RFC3339Nano))
 	for p, e := range t.Ensembles {
@@ -211,11 +221,15 @@ func topicDeleteCmd() *cobra.Command {
 // --json output is the record as stored).
 func topicRecord(t raidq.TopicInfo) meta.TopicRecord {
 	p := t.Params
-	return meta.TopicRecord{Name: t.Name, Partitions: t.Partitions, N: p.N, K: p.K, W: p.W,
+	r := meta.TopicRecord{Name: t.Name, Partitions: t.Partitions, N: p.N, K: p.K, W: p.W,
 		ReadDelay: meta.Duration(p.ReadDelay), AcceptWindow: meta.Duration(p.AcceptWindow),
 		FutureBound: meta.Duration(p.FutureBound), MaxSkew: meta.Duration(p.MaxSkew),
 		Retention: meta.Duration(t.Retention), RetentionBytes: t.RetentionBytes, Ensembles: t.Ensembles,
 		Created: uint64(t.Created.UnixNano()), Grid: p.Grid}
+	if !t.AcceptFrom.IsZero() {
+		r.PrevAcceptWindow, r.AcceptFrom = meta.Duration(t.PrevAcceptWindow), uint64(t.AcceptFrom.UnixNano())
+	}
+	return r
 }
 
 // applyProfile sets the timing parameters of the named latency profile
