@@ -162,13 +162,13 @@ func (f *benchFlags) complete() error {
 	case "jetstream", "js", "nats":
 		cfg.VsJetStream = true
 	default:
-		return fmt.Errorf("--vs %q: only jetstream is supported", f.vs)
+		return usageErr(fmt.Errorf("--vs %q: only jetstream is supported", f.vs))
 	}
 	if f.repeat < 1 {
-		return fmt.Errorf("--repeat %d: must be >= 1", f.repeat)
+		return usageErr(fmt.Errorf("--repeat %d: must be >= 1", f.repeat))
 	}
 	if f.kafkaInflight < 0 || f.kafkaInflight > 5 {
-		return fmt.Errorf("--kafka-inflight %d: 1..5 (an idempotent producer allows at most 5), 0 for kgo's default", f.kafkaInflight)
+		return usageErr(fmt.Errorf("--kafka-inflight %d: 1..5 (an idempotent producer allows at most 5), 0 for kgo's default", f.kafkaInflight))
 	}
 	cfg.KafkaInflight = f.kafkaInflight
 	if err := f.completeRead(); err != nil {
@@ -178,7 +178,7 @@ func (f *benchFlags) complete() error {
 	if f.kafkaLinger != "" {
 		d, err := time.ParseDuration(f.kafkaLinger)
 		if err != nil || d < 0 {
-			return fmt.Errorf("--kafka-linger %q: a duration >= 0", f.kafkaLinger)
+			return usageErr(fmt.Errorf("--kafka-linger %q: a duration >= 0", f.kafkaLinger))
 		}
 		cfg.KafkaLinger = d
 	}
@@ -189,7 +189,7 @@ func (f *benchFlags) complete() error {
 	if f.linger != "" {
 		d, err := time.ParseDuration(f.linger)
 		if err != nil {
-			return fmt.Errorf("--linger: %w", err)
+			return usageErr(fmt.Errorf("--linger: %w", err))
 		}
 		cfg.ProducerOptions = append(cfg.ProducerOptions, raidq.WithLinger(d))
 	}
@@ -213,17 +213,17 @@ func (f *benchFlags) completeRead() error {
 		for _, part := range strings.Split(s, ",") {
 			n, err := strconv.Atoi(strings.TrimSpace(part))
 			if err != nil {
-				return fmt.Errorf("--fanout %q: want comma-separated reader counts, e.g. 1,4,16", f.fanout)
+				return usageErr(fmt.Errorf("--fanout %q: want comma-separated reader counts, e.g. 1,4,16", f.fanout))
 			}
 			cfg.FanOut = append(cfg.FanOut, n)
 		}
 	}
 	read := cfg.E2E || cfg.CatchUp || len(cfg.FanOut) > 0
 	if cfg.E2ETimeout <= 0 {
-		return fmt.Errorf("--e2e-timeout %v: must be > 0", cfg.E2ETimeout)
+		return usageErr(fmt.Errorf("--e2e-timeout %v: must be > 0", cfg.E2ETimeout))
 	}
 	if read && f.o.out != "" {
-		return errors.New("--out: the charts are of the publishing workload; not with --e2e, --catchup or --fanout")
+		return usageErr(errors.New("--out: the charts are of the publishing workload; not with --e2e, --catchup or --fanout"))
 	}
 	return nil
 }

@@ -40,7 +40,7 @@ positions are used and advanced.`,
 				return err
 			}
 			if count < 0 {
-				return fmt.Errorf("--count %d: must be >= 0", count)
+				return usageErr(fmt.Errorf("--count %d: must be >= 0", count))
 			}
 			c, err := cf.connect()
 			if err != nil {
@@ -111,7 +111,7 @@ func parseFrom(s string, now time.Time) (time.Time, error) {
 	if ns, err := strconv.ParseUint(s, 10, 64); err == nil {
 		return time.Unix(0, int64(ns)), nil
 	}
-	return time.Time{}, fmt.Errorf("--from %q: want earliest, latest, an RFC 3339 time, an offset in ns, or -DURATION like -5m", s)
+	return time.Time{}, usageErr(fmt.Errorf("--from %q: want earliest, latest, an RFC 3339 time, an offset in ns, or -DURATION like -5m", s))
 }
 
 type consumed struct {

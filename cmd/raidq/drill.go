@@ -181,7 +181,7 @@ func (d *drillFlags) complete() error {
 func runOneDrill(ctx context.Context, cmd *cobra.Command, f *drillFlags, name string, seed uint) (string, error) {
 	c := f.cfg
 	if _, err := raidq.ProfileParams(c.Latency); err != nil {
-		return "", fmt.Errorf("--latency: %w", err)
+		return "", usageErr(fmt.Errorf("--latency: %w", err))
 	}
 	c.Scenario, c.Seed = name, uint64(seed)
 	if !cmd.Flags().Changed("duration") {

@@ -17,7 +17,7 @@ func setGroup(opts *[]raidq.ConsumerOption, group string, commitEvery, session t
 		return nil
 	}
 	if commitEvery <= 0 {
-		return fmt.Errorf("--commit-interval %v: must be positive", commitEvery)
+		return usageErr(fmt.Errorf("--commit-interval %v: must be positive", commitEvery))
 	}
 	*opts = append(*opts, raidq.WithGroup(group), raidq.WithAutoCommit(commitEvery), raidq.WithSessionTimeout(session))
 	return nil

@@ -111,7 +111,7 @@ func runKafka(cf *clientFlags, k *kafkaFlags, logLevel string) error {
 		return err
 	}
 	if k.listen == "" {
-		return fmt.Errorf("--listen is required (e.g. 127.0.0.1:9092)")
+		return usageErr(fmt.Errorf("--listen is required (e.g. 127.0.0.1:9092)"))
 	}
 	if k.id == "" {
 		host, _ := os.Hostname()

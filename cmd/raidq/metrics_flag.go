@@ -18,7 +18,7 @@ func serveMetrics(addr string) (*prometheus.Registry, func(), error) {
 	reg := metrics.NewProcessRegistry()
 	stop, err := metrics.ServeMetrics(addr, reg)
 	if err != nil {
-		return nil, nil, fmt.Errorf("--metrics: %w", err)
+		return nil, nil, usageErr(fmt.Errorf("--metrics: %w", err))
 	}
 	return reg, stop, nil
 }

@@ -34,7 +34,7 @@ with its partition and position.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if window < 1 || window > 1<<16 {
-				return fmt.Errorf("--window %d: must be 1..65536", window)
+				return usageErr(fmt.Errorf("--window %d: must be 1..65536", window))
 			}
 			in := io.Reader(cmd.InOrStdin())
 			if file != "" {
@@ -57,7 +57,7 @@ with its partition and position.`,
 				return err
 			}
 			if deliveryTimeout < 0 {
-				return fmt.Errorf("--delivery-timeout %s: must not be negative", deliveryTimeout)
+				return usageErr(fmt.Errorf("--delivery-timeout %s: must not be negative", deliveryTimeout))
 			}
 			p, err := c.Producer(args[0], raidq.WithDeliveryTimeout(deliveryTimeout))
 			if err != nil {

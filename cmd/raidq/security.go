@@ -182,7 +182,7 @@ a secret: --out writes it to a file readable by its owner only; without
 				return nil
 			}
 			if fileExists(out) {
-				return fmt.Errorf("--out %s exists: not overwriting a seed", out)
+				return usageErr(fmt.Errorf("--out %s exists: not overwriting a seed", out))
 			}
 			if err := os.WriteFile(out, append(seed, '\n'), 0o600); err != nil {
 				return err
@@ -245,11 +245,11 @@ offline. (raidq dev --tls makes its own.)`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if name == "" {
-				return errors.New("--name is required (the files are NAME.pem and NAME-key.pem)")
+				return usageErr(errors.New("--name is required (the files are NAME.pem and NAME-key.pem)"))
 			}
 			hosts = splitList(hosts)
 			if !client && len(hosts) == 0 {
-				return errors.New("--hosts is required for a node certificate (or --client)")
+				return usageErr(errors.New("--hosts is required for a node certificate (or --client)"))
 			}
 			ca, key, created, err := natsserver.LoadOrCreateCA(dir)
 			if err != nil {
@@ -290,7 +290,7 @@ one with role gateway for standalone Kafka gateways (raidq kafka --user).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if authFile == "" {
-				return errors.New("--auth FILE is required")
+				return usageErr(errors.New("--auth FILE is required"))
 			}
 			a, err := natsserver.LoadAuthFile(authFile)
 			if err != nil {

@@ -73,7 +73,7 @@ func (f *nodeSecurityFlags) apply(o *server.NodeOptions) error {
 	if f.authFile != "" {
 		a, err := natsserver.LoadAuthFile(f.authFile)
 		if err != nil {
-			return fmt.Errorf("--auth: %w", err)
+			return usageErr(fmt.Errorf("--auth: %w", err))
 		}
 		o.Auth = a
 	}
@@ -84,7 +84,7 @@ func (f *nodeSecurityFlags) apply(o *server.NodeOptions) error {
 	}
 	if f.natsCreds != "" || f.natsNKey != "" || f.natsTLSCA != "" {
 		if o.NATSURL == "" {
-			return fmt.Errorf("--nats-creds, --nats-nkey and --nats-tls-ca go with --nats")
+			return usageErr(fmt.Errorf("--nats-creds, --nats-nkey and --nats-tls-ca go with --nats"))
 		}
 		opts, err := raidq.ClientAuth{Creds: f.natsCreds, NKeySeed: f.natsNKey, TLSCA: f.natsTLSCA}.NATSOptions()
 		if err != nil {
