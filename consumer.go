@@ -149,6 +149,8 @@ type Consumer struct {
 	fwdDone chan struct{}
 	group   *groupState // nil without a group
 	fatal   error       // set once, before quit closes; guarded by mu
+	from    uint64      // where the plain readers started (unix ns; Lag); guarded by mu
+	unlag   func()      // ends the lag gauge's reporting (consumer_lag.go)
 }
 
 // Consumer starts reading topic.
@@ -192,6 +194,7 @@ func (c *Client) Consumer(topic string, options ...ConsumerOption) (*Consumer, e
 func newConsumer(c *Client, topic string, opts consumerConfig) *Consumer {
 	cons := &Consumer{c: c, topic: topic, opts: opts, buf: make(chan Message, opts.Buffer), ch: make(chan Message),
 		quit: make(chan struct{}), fwdDone: make(chan struct{})}
+	cons.reportLag()
 	go cons.forward()
 	return cons
 }
@@ -263,6 +266,7 @@ func (c *Consumer) start(from time.Time) error {
 	defer c.mu.Unlock()
 	c.gen++
 	gen := c.gen
+	c.from = uint64(from.UnixNano())
 	for _, p := range c.opts.Partitions {
 		r, err := c.c.core.NewReader(actors.ReaderConfig{Topic: c.topic, Partition: p,
 			From: core.Position{Offset: uint64(from.UnixNano())}, Sink: c.sink(p, gen), OnReport: c.report(p)})
@@ -395,5 +399,6 @@ func (c *Consumer) Close() error {
 	c.mu.Unlock()
 	<-c.fwdDone
 	c.stopReaders()
+	c.unlag()
 	return c.Err()
 }

@@ -115,6 +115,7 @@ type groupPart struct {
 	gen      uint64 // gen of the current reader (changes on Seek)
 	quit     chan struct{}
 	reader   *actors.Reader
+	from     core.Position // where reader started (Consumer.Lag)
 
 	mu        sync.Mutex // serializes commits
 	rev       uint64
@@ -487,7 +488,7 @@ func (g *groupState) startReader(part *groupPart, from core.Position, warm time.
 	if err != nil {
 		return err
 	}
-	part.reader = r
+	part.reader, part.from = r, from
 	return nil
 }
 

@@ -81,6 +81,9 @@ func (c *Client) Subjects() bus.Subjects { return c.subjects }
 // Catalog is the client's topic catalog.
 func (c *Client) Catalog() meta.Catalog { return c.cfg.Catalog }
 
+// Metrics are the client's metrics (nil: none; nil is safe to use).
+func (c *Client) Metrics() *metrics.Client { return c.metrics }
+
 // link returns the link to node, made on first use. A link that cannot
 // subscribe (the connection is closed) is an error; the next call tries again.
 func (c *Client) link(node string) (*link, error) {

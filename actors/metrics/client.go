@@ -3,6 +3,8 @@ package metrics
 import (
 	"errors"
 	"fmt"
+	"strconv"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -18,6 +20,7 @@ type Client struct {
 	deliveries, voids, duplicates, inDoubt *prometheus.CounterVec
 	corrupt, stalls, resolved, late        *prometheus.CounterVec
 	inDoubtPending                         *prometheus.GaugeVec
+	lag                                    *ConsumerLag
 }
 
 // NewClient registers the client metrics in reg (or reuses those a client
@@ -66,6 +69,11 @@ func NewClient(reg prometheus.Registerer) (*Client, error) {
 	}
 	m.corrupt = counter("reader", "corrupt_shards_total", "Shards that failed their checks and were treated as missing.")
 	m.stalls = counter("reader", "stalls_total", "Scans that could not be used because too few nodes answered.")
+	if got, rerr := register(reg, newConsumerLag()); rerr != nil {
+		err = errors.Join(err, rerr)
+	} else {
+		m.lag = got
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -197,5 +205,89 @@ func (r *Reader) Applied(deliveries, voids, duplicates, inDoubt, corrupt int, st
 	add(r.corrupt, corrupt)
 	if stalled {
 		r.stalls.Inc()
+	}
+}
+
+// ConsumerLagName is the consumer lag gauge's name; alert rules query it.
+const ConsumerLagName = Namespace + "_consumer_lag_seconds"
+
+// LagSource reports one consumer's lag: emit once per partition it reads,
+// with its group ("" for none) and how many seconds its reader trails the
+// readable frontier. It is called on each scrape and must not block.
+type LagSource func(emit func(topic string, partition int, group string, seconds float64))
+
+// ConsumerLag is the gauge raidq_consumer_lag_seconds{topic, partition,
+// group}, computed on each scrape from the consumers that registered a
+// LagSource, so it is as fresh as their readers and a consumer's series
+// vanish when it closes or a group member's partition moves away (the
+// labels stay bounded: no member id). Where two consumers of one process
+// read the same partition for the same group (or without one), the series
+// shows the larger lag.
+type ConsumerLag struct {
+	desc    *prometheus.Desc
+	mu      sync.Mutex
+	next    uint64
+	sources map[uint64]LagSource
+}
+
+func newConsumerLag() *ConsumerLag {
+	return &ConsumerLag{sources: make(map[uint64]LagSource), desc: prometheus.NewDesc(ConsumerLagName,
+		"Seconds a consumer's partition reader trails the readable frontier (now minus the topic's read delay); "+
+			"group is empty for a consumer outside a group.", []string{"topic", "partition", "group"}, nil)}
+}
+
+// ConsumerLag is the client's lag gauge (nil if m is nil: no metrics).
+func (m *Client) ConsumerLag() *ConsumerLag {
+	if m == nil {
+		return nil
+	}
+	return m.lag
+}
+
+// Add registers a consumer's source until remove is called (a nil l
+// records nothing).
+func (l *ConsumerLag) Add(src LagSource) (remove func()) {
+	if l == nil || src == nil {
+		return func() {}
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	id := l.next
+	l.next++
+	l.sources[id] = src
+	return func() {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		delete(l.sources, id)
+	}
+}
+
+// Describe implements prometheus.Collector.
+func (l *ConsumerLag) Describe(ch chan<- *prometheus.Desc) { ch <- l.desc }
+
+// Collect implements prometheus.Collector: one sample per (topic,
+// partition, group), the largest any source reported.
+func (l *ConsumerLag) Collect(ch chan<- prometheus.Metric) {
+	type key struct {
+		topic, group string
+		partition    int
+	}
+	l.mu.Lock()
+	srcs := make([]LagSource, 0, len(l.sources))
+	for _, s := range l.sources {
+		srcs = append(srcs, s)
+	}
+	l.mu.Unlock()
+	lags := make(map[key]float64)
+	for _, src := range srcs {
+		src(func(topic string, partition int, group string, seconds float64) {
+			k := key{topic, group, partition}
+			if old, ok := lags[k]; !ok || seconds > old {
+				lags[k] = seconds
+			}
+		})
+	}
+	for k, v := range lags {
+		ch <- prometheus.MustNewConstMetric(l.desc, prometheus.GaugeValue, v, k.topic, strconv.Itoa(k.partition), k.group)
 	}
 }
