@@ -89,6 +89,14 @@ func (n *Node) maintenanceMetrics() []metrics.Func {
 		f("scrubbed_shards_total", "Shards re-read and CRC-checked by scrub.", true, &s.ScrubbedShards),
 		f("scrub_corrupt_total", "Corrupt shards found by scrub.", true, &s.ScrubCorrupt),
 		f("retention_dropped_total", "Slots dropped by retention.", true, &s.RetentionDropped),
+		{Name: "clock_offset_seconds", Help: "Cluster time minus this node's clock, as the clock watch last judged it " +
+			"(beyond the clock bound the node refuses writes with CLOCK_OFF).", F: func() float64 { return float64(n.clock.offset.Load()) / 1e9 }},
+		{Name: "clock_off", Help: "1 while the node's clock is off cluster time and it refuses writes.", F: func() float64 {
+			if n.clock.off.Load() {
+				return 1
+			}
+			return 0
+		}},
 	}
 }
 
@@ -157,7 +165,7 @@ func (n *Node) observeWrite(start time.Time, s bus.Status) {
 // statusLabels are the metric label values of the statuses ("clock_ahead").
 var statusLabels = func() map[bus.Status]string {
 	m := make(map[bus.Status]string)
-	for s := core.StatusOK; s <= core.StatusWrongNode; s++ {
+	for s := core.StatusOK; s <= core.StatusClockOff; s++ {
 		m[bus.Status(s)] = strings.ToLower(s.String())
 	}
 	return m

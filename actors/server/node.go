@@ -242,6 +242,10 @@ func (n *Node) startServer() error {
 	if o.ClusterListen != "" {
 		ch, cp, _ := splitHostPort(o.ClusterListen)
 		so.ClusterName, so.ClusterHost, so.ClusterPort, so.Routes = o.Cluster, ch, cp, o.Routes
+		so.ClusterAdvertise = o.ClusterAdvertise
+	}
+	if o.ClientAdvertise != "" {
+		so.ClientAdvertise = o.ClientAdvertise
 	}
 	srv, err := natsserver.StartServer(so)
 	if err != nil {

@@ -41,6 +41,11 @@ type NodeOptions struct {
 	// clustered JetStream sizes its meta group from it.
 	ClusterListen string
 	Routes        []string
+	// ClusterAdvertise and ClientAdvertise are the route and client
+	// addresses (host:port) the server tells peers and clients to dial
+	// (natsserver.ServerOptions); empty: its interfaces' addresses.
+	ClusterAdvertise string
+	ClientAdvertise  string
 	// JetStreamMaxMemory and JetStreamMaxStore bound the embedded server's
 	// JetStream (default 64 MiB and 1 GiB: it only holds metadata).
 	JetStreamMaxMemory int64

@@ -66,6 +66,14 @@ type ServerOptions struct {
 	ClusterHost string
 	ClusterPort int
 	Routes      []string
+	// ClusterAdvertise is the route address (host:port) this server tells
+	// its peers to dial, and ClientAdvertise the client address it tells
+	// clients (nats-server cluster.advertise and client_advertise); empty:
+	// the addresses the server finds on its interfaces. With TLS, give
+	// names the certificates hold: peers and clients otherwise dial bare
+	// IP addresses the certificates do not name.
+	ClusterAdvertise string
+	ClientAdvertise  string
 
 	// JetStream enables JetStream with its files under StoreDir (required).
 	// MaxMemory and MaxStore bound its memory and file storage; <= 0 means
@@ -222,10 +230,12 @@ func (o ServerOptions) natsOptions() (*server.Options, error) {
 	if n.JetStreamMaxStore <= 0 {
 		n.JetStreamMaxStore = DefaultJetStreamMaxStore
 	}
+	n.ClientAdvertise = o.ClientAdvertise
 	if clustered {
 		n.Cluster.Name = o.ClusterName
 		n.Cluster.Host = o.ClusterHost
 		n.Cluster.Port = o.ClusterPort
+		n.Cluster.Advertise = o.ClusterAdvertise
 		for _, r := range o.Routes {
 			u, err := url.Parse(r)
 			if err != nil || u.Host == "" || u.Port() == "" {

@@ -1,13 +1,254 @@
 package main
 
 import (
+	"bufio"
+	"context"
 	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
 )
 
-// healthCmd is replaced by the deployment work (raidq health).
+// defaultMetricsAddr is where `raidq health` looks without flags: the
+// metrics address the deployment files give every node (--metrics
+// 0.0.0.0:9422 in cmd/raidq/deploy), seen from inside the node's host or
+// container.
+const defaultMetricsAddr = "127.0.0.1:9422"
+
+// maxHealthBody bounds what `raidq health` reads of an answer: /healthz
+// is a few bytes, a node's /metrics tens of KiB (a dev cluster's six
+// nodes about 200 KiB).
+const maxHealthBody = 16 << 20
+
+// healthFlags are the flags of `raidq health`.
+type healthFlags struct {
+	url, addr string
+	timeout   time.Duration
+	wait      time.Duration // keep checking this long until healthy
+	anyProc   bool          // --any: any process serving /healthz is healthy
+	quiet     bool
+}
+
+// healthCmd is `raidq health`: the check a container HEALTHCHECK, a
+// systemd ExecStartPost or a load balancer runs against a node's
+// --metrics endpoint. Exit 0: healthy; exit 1 with one line saying why
+// otherwise.
 func healthCmd() *cobra.Command {
-	return &cobra.Command{Use: "health", Short: "Check a node's health (not yet built)", Hidden: true,
-		RunE: func(*cobra.Command, []string) error { return errors.New("not yet built") }}
+	var f healthFlags
+	cmd := &cobra.Command{
+		Use:   "health",
+		Short: "Check a node's health over its --metrics endpoint (/healthz and /metrics); exit 0 when healthy",
+		Long: `health asks a raidq process's metrics endpoint (raidq node --metrics
+host:port) whether it is healthy, within --timeout:
+
+  1. GET /healthz must answer 200 "ok": the process is up and serving;
+  2. GET /metrics must hold a started storage node's metrics (the
+     raidq_node_* families a node registers once its store is open, its
+     NATS server is up and the metadata is loaded). --any skips this,
+     for processes that are not nodes (raidq kafka --metrics).
+
+It prints one line (the node ids seen and the time taken) and exits 0, or
+prints why not on stderr and exits 1: nothing listening, no answer within
+the timeout, an HTTP error, or the process serves metrics but no node has
+started yet (still waiting for JetStream or the metadata). --wait keeps
+checking once a second until healthy, and reports the last failure when
+it runs out. It needs no shell or curl, so it runs in the FROM scratch
+image (HEALTHCHECK).`,
+		Example: `  raidq health                                      # 127.0.0.1:9422 (or $RAIDQ_METRICS_ADDR)
+  raidq health --metrics-addr 10.0.0.5:9422 --timeout 2s
+  raidq health --url http://n1.internal:9422/healthz
+  raidq health --metrics-addr 127.0.0.1:9423 --any   # a Kafka gateway`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runHealth(cmd, f)
+		},
+	}
+	p := cmd.Flags()
+	p.StringVar(&f.addr, "metrics-addr", envOr("RAIDQ_METRICS_ADDR", defaultMetricsAddr), "the node's --metrics address host:port (env RAIDQ_METRICS_ADDR)")
+	p.StringVar(&f.url, "url", "", "the full /healthz URL instead of --metrics-addr (http or https; /metrics is asked on the same host)")
+	p.DurationVar(&f.timeout, "timeout", 3*time.Second, "give up after this long (both requests together)")
+	p.DurationVar(&f.wait, "wait", 0, "keep checking, once a second, until healthy or this long has passed (a node starting up; systemd ExecStartPost)")
+	p.BoolVar(&f.anyProc, "any", false, "healthy when /healthz answers, without requiring a started node's metrics (gateways, clients)")
+	p.BoolVar(&f.quiet, "quiet", false, "print nothing when healthy")
+	return cmd
+}
+
+// runHealth runs the checks (again each second while --wait lasts) and
+// reports; the error is what the user sees after "raidq: ".
+func runHealth(cmd *cobra.Command, f healthFlags) error {
+	if f.timeout <= 0 || f.wait < 0 {
+		return fmt.Errorf("--timeout %v, --wait %v: want a positive timeout and a wait of 0 or more", f.timeout, f.wait)
+	}
+	healthz, metricsURL, err := healthURLs(f.url, f.addr)
+	if err != nil {
+		return err
+	}
+	c := &http.Client{Transport: &http.Transport{Proxy: nil, DisableKeepAlives: true}}
+	deadline := time.Now().Add(f.wait)
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for {
+		start := time.Now()
+		what, err := checkHealth(cmd.Context(), c, healthz, metricsURL, f)
+		if err == nil {
+			if !f.quiet {
+				fmt.Fprintf(cmd.OutOrStdout(), "healthy: %s (%s, %s)\n", what, healthz, time.Since(start).Round(time.Millisecond))
+			}
+			return nil
+		}
+		if f.wait == 0 || time.Now().Add(time.Second).After(deadline) {
+			if f.wait > 0 {
+				return fmt.Errorf("%w (still, after waiting %v)", err, f.wait)
+			}
+			return err
+		}
+		select {
+		case <-tick.C:
+		case <-cmd.Context().Done():
+			return err
+		}
+	}
+}
+
+// checkHealth runs one check within f.timeout and says what is healthy
+// ("node n1 serving"), or why not.
+func checkHealth(parent context.Context, c *http.Client, healthz, metricsURL string, f healthFlags) (string, error) {
+	ctx, cancel := context.WithTimeout(parent, f.timeout)
+	defer cancel()
+	body, err := healthGet(ctx, c, healthz, f.timeout)
+	if err != nil {
+		return "", err
+	}
+	if strings.TrimSpace(body) != "ok" {
+		return "", fmt.Errorf("unhealthy: %s answered %q, want \"ok\"", healthz, clip(strings.TrimSpace(body), 80))
+	}
+	if f.anyProc {
+		return "serving", nil
+	}
+	body, err = healthGet(ctx, c, metricsURL, f.timeout)
+	if err != nil {
+		return "", err
+	}
+	nodes := startedNodes(body)
+	switch len(nodes) {
+	case 0:
+		return "", fmt.Errorf("unhealthy: %s answers but holds no started node's metrics (raidq_node_*): the node is still starting (waiting for JetStream or the metadata), or this is not a node (--any)", metricsURL)
+	case 1:
+		return "node " + nodes[0] + " serving", nil
+	}
+	return "nodes " + strings.Join(nodes, " ") + " serving", nil
+}
+
+// healthURLs returns the /healthz and /metrics URLs of --url (when set)
+// or of --metrics-addr.
+func healthURLs(raw, addr string) (healthz, metricsURL string, err error) {
+	if raw == "" {
+		if _, _, err := net.SplitHostPort(addr); err != nil {
+			return "", "", fmt.Errorf("--metrics-addr %q: want host:port (%v)", addr, err)
+		}
+		raw = "http://" + addr + "/healthz"
+	}
+	u, err := url.Parse(raw)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return "", "", fmt.Errorf("--url %q: want http://host:port/healthz", raw)
+	}
+	if u.Path == "" || u.Path == "/" {
+		u.Path = "/healthz"
+	}
+	m := *u
+	m.Path, m.RawQuery = "/metrics", ""
+	return u.String(), m.String(), nil
+}
+
+// healthGet GETs u and returns its body; any failure comes back as one
+// sentence naming u and the likely cause.
+func healthGet(ctx context.Context, c *http.Client, u string, timeout time.Duration) (string, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return "", err
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		return "", healthDialError(u, err, timeout)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, maxHealthBody))
+	if err != nil {
+		return "", healthDialError(u, err, timeout)
+	}
+	if resp.StatusCode != http.StatusOK {
+		return "", fmt.Errorf("unhealthy: %s answered %s: %s", u, resp.Status, clip(strings.TrimSpace(string(b)), 80))
+	}
+	return string(b), nil
+}
+
+// healthDialError says what a failed request means for an operator.
+func healthDialError(u string, err error, timeout time.Duration) error {
+	switch {
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return fmt.Errorf("unhealthy: nothing listening at %s (is the node running, with --metrics on that address?)", u)
+	case errors.Is(err, context.DeadlineExceeded) || isTimeout(err):
+		return fmt.Errorf("unhealthy: no answer from %s within %v", u, timeout)
+	}
+	return fmt.Errorf("unhealthy: %s: %v", u, err)
+}
+
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
+}
+
+// startedNodes returns the node ids of the raidq_node_owners series in a
+// Prometheus text exposition, sorted. A node registers that gauge when it
+// starts (actors/node startMetrics) and removes it when it stops, so its
+// series are the nodes running in the process. This reads only the lines
+// of that one family; the format is Prometheus's text format 0.0.4
+// (name{labels} value), which promhttp serves to a client that asks for
+// nothing else.
+func startedNodes(exposition string) []string {
+	var ids []string
+	sc := bufio.NewScanner(strings.NewReader(exposition))
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		rest, ok := strings.CutPrefix(line, "raidq_node_owners")
+		if !ok || (rest != "" && rest[0] != '{' && rest[0] != ' ') {
+			continue
+		}
+		id := labelIn(rest, "node")
+		if id == "" {
+			id = "(unlabelled)"
+		}
+		if !slices.Contains(ids, id) {
+			ids = append(ids, id)
+		}
+	}
+	slices.Sort(ids)
+	return ids
+}
+
+// labelIn returns the value of label name in `{a="x",name="y"} 1`; ""
+// when absent. Escapes are not undone: node ids have none worth undoing
+// for a one-line report.
+func labelIn(s, name string) string {
+	if !strings.HasPrefix(s, "{") {
+		return ""
+	}
+	for _, sep := range []string{"{", ","} {
+		if i := strings.Index(s, sep+name+`="`); i >= 0 {
+			v := s[i+len(sep)+len(name)+2:]
+			if j := strings.IndexByte(v, '"'); j >= 0 {
+				return v[:j]
+			}
+		}
+	}
+	return ""
 }

@@ -92,6 +92,9 @@ func (n *nodeFlags) register(cmd *cobra.Command) {
 	f.StringVar(&n.o.Listen, "listen", "", "NATS client address host:port (default "+server.DefaultNodeListen+")")
 	f.StringVar(&n.o.ClusterListen, "cluster-listen", "", "NATS route address host:port (empty: a single server)")
 	f.StringSliceVar(&n.o.Routes, "routes", nil, "route URLs of every server of the cluster, comma-separated (nats-route://host:port,...)")
+	f.StringVar(&n.o.ClusterAdvertise, "cluster-advertise", "", "route address host:port peers are told to dial (default: this host's interface addresses; "+
+		"with TLS give a name the node certificate holds)")
+	f.StringVar(&n.o.ClientAdvertise, "client-advertise", "", "client address host:port clients are told to fail over to (default: this host's interface addresses)")
 	f.StringVar(&n.o.NATSURL, "nats", "", "join this existing NATS system (JetStream on) instead of embedding a server")
 	f.IntVar(&n.o.MetaReplicas, "meta-replicas", 0, "replicas of the metadata buckets (0: min(5, servers))")
 	f.DurationVar(&n.o.MetaTimeout, "meta-timeout", server.DefaultMetaTimeout, "how long to wait at start for JetStream and the metadata")
