@@ -178,33 +178,43 @@ func (s *Server) waitReady(wait time.Duration) error {
 	}
 }
 
+// invalid says what is wrong with o's listeners, cluster and JetStream
+// settings ("" when nothing is).
+func (o ServerOptions) invalid() string {
+	clustered := o.ClusterName != ""
+	if !clustered && (o.ClusterPort != 0 || len(o.Routes) > 0 || o.ClusterHost != "") {
+		return "cluster host, port or routes given without ClusterName"
+	}
+	if clustered && o.InProcessOnly {
+		return "InProcessOnly (no listener) cannot be used with a cluster"
+	}
+	if clustered && o.ClusterPort == 0 {
+		return fmt.Sprintf("cluster %q needs a ClusterPort (-1 for a random port)", o.ClusterName)
+	}
+	if clustered && o.JetStream && o.Name == "" {
+		return "clustered JetStream needs a unique server Name"
+	}
+	if o.JetStream && o.StoreDir == "" {
+		return "JetStream needs a StoreDir"
+	}
+	if o.Port < -1 || o.Port > 65535 || o.ClusterPort < -1 || o.ClusterPort > 65535 {
+		return fmt.Sprintf("port %d / cluster port %d out of range (-1 = random)", o.Port, o.ClusterPort)
+	}
+	if o.HTTPPort < -1 || o.HTTPPort > 65535 {
+		return fmt.Sprintf("monitoring port %d out of range (-1 = random)", o.HTTPPort)
+	}
+	return ""
+}
+
 // natsOptions checks o and translates it to nats-server options.
 func (o ServerOptions) natsOptions() (*server.Options, error) {
 	fail := func(format string, args ...any) (*server.Options, error) {
 		return nil, fmt.Errorf("bus: server %q: %s", o.Name, fmt.Sprintf(format, args...))
 	}
+	if msg := o.invalid(); msg != "" {
+		return fail("%s", msg)
+	}
 	clustered := o.ClusterName != ""
-	if !clustered && (o.ClusterPort != 0 || len(o.Routes) > 0 || o.ClusterHost != "") {
-		return fail("cluster host, port or routes given without ClusterName")
-	}
-	if clustered && o.InProcessOnly {
-		return fail("InProcessOnly (no listener) cannot be used with a cluster")
-	}
-	if clustered && o.ClusterPort == 0 {
-		return fail("cluster %q needs a ClusterPort (-1 for a random port)", o.ClusterName)
-	}
-	if clustered && o.JetStream && o.Name == "" {
-		return fail("clustered JetStream needs a unique server Name")
-	}
-	if o.JetStream && o.StoreDir == "" {
-		return fail("JetStream needs a StoreDir")
-	}
-	if o.Port < -1 || o.Port > 65535 || o.ClusterPort < -1 || o.ClusterPort > 65535 {
-		return fail("port %d / cluster port %d out of range (-1 = random)", o.Port, o.ClusterPort)
-	}
-	if o.HTTPPort < -1 || o.HTTPPort > 65535 {
-		return fail("monitoring port %d out of range (-1 = random)", o.HTTPPort)
-	}
 	n := &server.Options{
 		ServerName:         o.Name,
 		Host:               o.Host,
