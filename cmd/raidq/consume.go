@@ -25,6 +25,7 @@ func consumeCmd() *cobra.Command {
 	var asJSON bool
 	var partitions []int
 	var commitEvery, session time.Duration
+	var metricsAddr string
 	cmd := &cobra.Command{
 		Use:   "consume TOPIC",
 		Short: "Print a topic's messages, one value per line",
@@ -42,6 +43,12 @@ positions are used and advanced.`,
 			if count < 0 {
 				return usageErr(fmt.Errorf("--count %d: must be >= 0", count))
 			}
+			reg, stopMetrics, err := serveMetrics(metricsAddr)
+			if err != nil {
+				return err
+			}
+			defer stopMetrics()
+			cf.metrics = reg
 			c, err := cf.connect()
 			if err != nil {
 				return err
@@ -74,6 +81,7 @@ positions are used and advanced.`,
 	cf.register(cmd)
 	f := cmd.Flags()
 	f.StringVar(&from, "from", "latest", "where to start: earliest, latest, RFC 3339 time, or -DURATION (e.g. -5m)")
+	f.StringVar(&metricsAddr, "metrics", "", "serve the consumer's Prometheus metrics (raidq_reader_*, raidq_consumer_lag_seconds) and /healthz on this address (host:port)")
 	f.StringVar(&group, "group", "", "consumer group: share partitions with its other members and commit positions")
 	f.IntVar(&count, "count", 0, "stop after this many messages (0: no limit)")
 	f.DurationVar(&idle, "idle", 0, "stop after this long without a message (0: never)")
