@@ -25,8 +25,10 @@ import (
 //	node      what a storage node needs: every raidq.<cluster>.> subject,
 //	          the JetStream API and $KV subjects of the two metadata
 //	          buckets, $SRV (its micro service), replies to requests
-//	admin     create and delete topics (the topic.* keys of the metadata
-//	          bucket), read the metadata, ask the nodes' status
+//	admin     create, alter and delete topics (the topic.* keys of the
+//	          metadata bucket), reset and delete native consumer groups
+//	          (the g.> keys of the groups bucket: `raidq group reset`,
+//	          `delete`), read the metadata, ask the nodes' status
 //	gateway   a Kafka gateway's own identity (`raidq kafka`): every
 //	          topic's write, scan and in-doubt subjects and deliver
 //	          subscriptions, topic records (for its Kafka admins), its
@@ -419,7 +421,7 @@ func (u AuthUser) Permissions(cluster string) (*server.Permissions, error) {
 	pub = append(pub, kvRead(metaBucketName(cluster))...)
 	pub = append(pub, kvRead(groupsBucketName(cluster))...)
 	if u.Has(RoleAdmin) {
-		pub = append(pub, "$KV."+metaBucketName(cluster)+".topic.>",
+		pub = append(pub, "$KV."+metaBucketName(cluster)+".topic.>", "$KV."+groupsBucketName(cluster)+".g.>",
 			"$SRV.PING", "$SRV.PING.>", "$SRV.INFO", "$SRV.INFO.>", "$SRV.STATS", "$SRV.STATS.>",
 			s.StatusAny())
 	}

@@ -139,8 +139,8 @@ func TestRolePermissions(t *testing.T) {
 		t.Error("nodes must answer requests (allow_responses)")
 	}
 	pub, sub = perms(1) // admin
-	has(pub, "$KV.raidq_prod_meta.topic.>", "$SRV.PING.>", "raidq.prod.status.*", "$JS.API.STREAM.INFO.KV_raidq_prod_meta")
-	hasNot(pub, "raidq.prod.slot", "raidq.prod.scan", "$KV.raidq_prod_meta.member", "$KV.raidq_prod_groups")
+	has(pub, "$KV.raidq_prod_meta.topic.>", "$KV.raidq_prod_groups.g.>", "$SRV.PING.>", "raidq.prod.status.*", "$JS.API.STREAM.INFO.KV_raidq_prod_meta")
+	hasNot(pub, "raidq.prod.slot", "raidq.prod.scan", "$KV.raidq_prod_meta.member", "$KV.raidq_prod_groups.lease", "$KV.raidq_prod_groups.kgroup")
 	has(sub, "_INBOX_ops.>")
 	pub, sub = perms(2) // producer
 	has(pub, "raidq.prod.slot.*.orders.*", "raidq.prod.slot.*.payments.*")
