@@ -410,53 +410,37 @@ func (s *Store) ReplaceNode(ctx context.Context, old, new string, birth uint64, 
 	return changed, nil
 }
 
-// replaceInTopic swaps old for new in one topic's ensembles, retrying on a
-// concurrent update.
+// replaceInTopic swaps old for new in one topic's ensembles by
+// compare-and-set (updateTopic), retrying on a concurrent update; a topic
+// deleted meanwhile changes nothing.
 func (s *Store) replaceInTopic(ctx context.Context, name, old, new string) (int, error) {
-	for attempt := 0; attempt < 10; attempt++ {
-		cctx, cancel := s.ctx(ctx)
-		e, err := s.meta.Get(cctx, "topic."+name)
-		cancel()
-		if errors.Is(err, jetstream.ErrKeyNotFound) {
-			return 0, nil // deleted meanwhile
-		}
-		if err != nil {
-			return 0, err
-		}
-		r, err := DecodeTopic(e.Value())
-		if err != nil {
-			return 0, err
-		}
-		changed := 0
+	changed := 0
+	r, err := s.updateTopic(ctx, name, func(r TopicRecord) (TopicRecord, error) {
+		r.Ensembles = cloneEnsembles(r.Ensembles)
+		changed = 0
 		for p, ens := range r.Ensembles {
 			for i, id := range ens {
 				if id != old {
 					continue
 				}
 				if slices.Contains(ens, new) {
-					return 0, fmt.Errorf("%w %q: topic %q partition %d already has %q in its ensemble", ErrReplace, old, name, p, new)
+					return r, fmt.Errorf("%w %q: topic %q partition %d already has %q in its ensemble", ErrReplace, old, name, p, new)
 				}
 				r.Ensembles[p][i] = new
 				changed++
 			}
 		}
 		if changed == 0 {
-			return 0, nil
+			return r, errUnchanged
 		}
-		if err := r.Validate(); err != nil {
-			return 0, err
-		}
-		b, _ := json.Marshal(r)
-		cctx, cancel = s.ctx(ctx)
-		_, err = s.meta.Update(cctx, "topic."+name, b, e.Revision())
-		cancel()
-		if err == nil {
-			s.opts.Logger.Info("metadata: node replaced in topic", "topic", name, "old", old, "new", new, "partitions", changed)
-			return changed, nil
-		}
-		if !errors.Is(err, jetstream.ErrKeyExists) && !errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
-			return 0, err
-		}
+		return r, r.Validate()
+	})
+	switch {
+	case errors.Is(err, ErrUnknownTopic) || errors.Is(err, errUnchanged):
+		return 0, nil
+	case err != nil:
+		return 0, err
 	}
-	return 0, fmt.Errorf("%w %q in topic %q: the record kept changing", ErrReplace, old, name)
+	s.opts.Logger.Info("metadata: node replaced in topic", "topic", r.Name, "old", old, "new", new, "partitions", changed)
+	return changed, nil
 }

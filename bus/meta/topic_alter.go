@@ -173,8 +173,14 @@ func PlanPartitions(cur TopicRecord, count int, live []string) (TopicRecord, err
 	return r, r.Validate()
 }
 
+// errUnchanged: an updateTopic function found nothing to change; nothing
+// is written.
+var errUnchanged = errors.New("topic record unchanged")
+
 // updateTopic rewrites a topic record with fn's result, by compare-and-set,
-// retrying a few times when another change lands in between.
+// retrying a few times when another change lands in between. fn gets a
+// copy it may change (ensembles included after cloneEnsembles); an error
+// from fn (errUnchanged included) is returned and nothing written.
 func (s *Store) updateTopic(ctx context.Context, name string, fn func(TopicRecord) (TopicRecord, error)) (TopicRecord, error) {
 	for attempt := 0; attempt < 10; attempt++ {
 		cctx, cancel := s.ctx(ctx)
