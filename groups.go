@@ -278,6 +278,11 @@ func (g *groupState) round() {
 		g.setTrouble("listing members failed", err)
 		return
 	}
+	if err := g.confirmMissing(ctx, beats); err != nil {
+		g.live.Failed(g.now())
+		g.setTrouble("reading a member's record failed", err)
+		return
+	}
 	obs := make(map[string]core.MemberBeat, len(beats))
 	for m, b := range beats {
 		obs[m] = core.MemberBeat{Revision: b.Revision, Session: int64(b.Session)}
@@ -297,6 +302,29 @@ func (g *groupState) round() {
 		g.unpause()
 		g.setTrouble("", nil)
 	}
+}
+
+// confirmMissing reads by key the record of every member judged live that
+// the listing left out, and adds those still there to beats: a key listing
+// is a watch that may end before it delivered a key updated meanwhile, and
+// a live member taken for gone has its partitions claimed while it still
+// reads them (both deliver). A member that left has no record and stays out.
+func (g *groupState) confirmMissing(ctx context.Context, beats map[string]meta.MemberBeat) error {
+	for _, m := range g.live.Live(g.now()) {
+		if _, ok := beats[m]; ok || m == g.member {
+			continue
+		}
+		b, ok, err := g.store.GroupBeat(ctx, g.group, g.c.topic, m)
+		if err != nil {
+			return err
+		}
+		if ok {
+			g.c.c.logger.Info("consumer group: a live member was missing from the member listing; its record is there",
+				g.logArgs("missing", m)...)
+			beats[m] = b
+		}
+	}
+	return nil
 }
 
 // reassert, for a paused member whose heartbeat just succeeded, rewrites

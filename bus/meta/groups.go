@@ -103,21 +103,54 @@ func (s *Store) GroupBeats(ctx context.Context, group, topic string) (map[string
 	}
 	out := make(map[string]MemberBeat)
 	err = s.eachEntry(ctx, s.groups, prefix+".*", func(e jetstream.KeyValueEntry) error {
-		var m GroupMember
-		if err := decode(e.Value(), &m); err != nil {
-			return err
+		m, b, err := decodeBeat(e)
+		if err == nil {
+			out[m] = b
 		}
-		if err := bus.ValidName("member", m.Member); err != nil {
-			return err
-		}
-		session := time.Duration(m.Session)
-		if session <= 0 || session > MaxSession {
-			session = GroupTTL
-		}
-		out[m.Member] = MemberBeat{Revision: e.Revision(), Session: session}
-		return nil
+		return err
 	})
 	return out, err
+}
+
+// GroupBeat reads one member's heartbeat record; ok false: there is none
+// (the member left). A listing (GroupBeats) is not proof that a record is
+// absent, so a member missing from one is read again by its key before it
+// is taken for gone.
+func (s *Store) GroupBeat(ctx context.Context, group, topic, member string) (beat MemberBeat, ok bool, err error) {
+	if err := bus.ValidName("member", member); err != nil {
+		return beat, false, err
+	}
+	k, err := groupKey(group, topic, "m", member)
+	if err != nil {
+		return beat, false, err
+	}
+	ctx, cancel := s.ctx(ctx)
+	defer cancel()
+	e, err := s.groups.Get(ctx, k)
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return beat, false, nil
+	}
+	if err != nil {
+		return beat, false, err
+	}
+	_, beat, err = decodeBeat(e)
+	return beat, err == nil, err
+}
+
+// decodeBeat decodes a member's heartbeat record.
+func decodeBeat(e jetstream.KeyValueEntry) (string, MemberBeat, error) {
+	var m GroupMember
+	if err := decode(e.Value(), &m); err != nil {
+		return "", MemberBeat{}, err
+	}
+	if err := bus.ValidName("member", m.Member); err != nil {
+		return "", MemberBeat{}, err
+	}
+	session := time.Duration(m.Session)
+	if session <= 0 || session > MaxSession {
+		session = GroupTTL
+	}
+	return m.Member, MemberBeat{Revision: e.Revision(), Session: session}, nil
 }
 
 // MaxSession bounds a member's session timeout.

@@ -93,3 +93,27 @@ func TestGroupRecordsAndDelete(t *testing.T) {
 		t.Fatal("listed a group name with a dot")
 	}
 }
+
+// TestGroupBeatByKey: a member's heartbeat read by key, as a member
+// missing from a listing is before it is taken for gone; after it leaves,
+// there is none.
+func TestGroupBeatByKey(t *testing.T) {
+	s := openTest(t)
+	ctx := context.Background()
+	if err := s.GroupHeartbeat(ctx, "g", "orders", "m1", time.Now(), 4*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	b, ok, err := s.GroupBeat(ctx, "g", "orders", "m1")
+	if err != nil || !ok || b.Session != 4*time.Second || b.Revision == 0 {
+		t.Fatalf("beat %+v ok %v err %v", b, ok, err)
+	}
+	if err := s.LeaveGroup(ctx, "g", "orders", "m1"); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok, err := s.GroupBeat(ctx, "g", "orders", "m1"); err != nil || ok {
+		t.Fatalf("after leaving: ok %v err %v", ok, err)
+	}
+	if _, _, err := s.GroupBeat(ctx, "g", "orders", "bad.name"); err == nil {
+		t.Fatal("a bad member name was read")
+	}
+}
