@@ -271,6 +271,22 @@ type TopicSpec struct {
 // LiveWithin is how recent a member's heartbeat must be for new ensembles.
 const LiveWithin = 30 * time.Second
 
+// liveMembers lists the members whose heartbeat is younger than
+// LiveWithin at now: where new ensembles are drawn from.
+func (s *Store) liveMembers(ctx context.Context, now time.Time) ([]string, error) {
+	members, err := s.Members(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var live []string
+	for _, m := range members {
+		if now.Sub(time.Unix(0, m.Heartbeat)) < LiveWithin {
+			live = append(live, m.ID)
+		}
+	}
+	return live, nil
+}
+
 // CreateTopic validates spec, draws ensembles from the live members by
 // rendezvous hashing, and creates the topic (ErrTopicExists if it is there).
 func (s *Store) CreateTopic(ctx context.Context, spec TopicSpec, now time.Time) (TopicRecord, error) {
@@ -283,15 +299,9 @@ func (s *Store) CreateTopic(ctx context.Context, spec TopicSpec, now time.Time) 
 	if spec.Partitions < 1 || spec.Partitions > MaxPartitions {
 		return TopicRecord{}, fmt.Errorf("--partitions %d: must be 1..%d", spec.Partitions, MaxPartitions)
 	}
-	members, err := s.Members(ctx)
+	live, err := s.liveMembers(ctx, now)
 	if err != nil {
 		return TopicRecord{}, err
-	}
-	var live []string
-	for _, m := range members {
-		if now.Sub(time.Unix(0, m.Heartbeat)) < LiveWithin {
-			live = append(live, m.ID)
-		}
 	}
 	ens, err := Ensembles(spec.Name, spec.Partitions, spec.Params.N, live)
 	if err != nil {

@@ -141,15 +141,9 @@ func (s *Store) AlterTopic(ctx context.Context, name string, c TopicChange, now 
 // partitions keep their ensembles; new ones are drawn from the live members
 // as at creation.
 func (s *Store) AddPartitions(ctx context.Context, name string, count int, now time.Time) (TopicRecord, error) {
-	members, err := s.Members(ctx)
+	live, err := s.liveMembers(ctx, now)
 	if err != nil {
 		return TopicRecord{}, err
-	}
-	var live []string
-	for _, m := range members {
-		if now.Sub(time.Unix(0, m.Heartbeat)) < LiveWithin {
-			live = append(live, m.ID)
-		}
 	}
 	return s.updateTopic(ctx, name, func(cur TopicRecord) (TopicRecord, error) { return PlanPartitions(cur, count, live) })
 }

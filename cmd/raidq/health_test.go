@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -18,14 +17,7 @@ import (
 // its stdout and error.
 func runHealthCmd(t *testing.T, args ...string) (string, error) {
 	t.Helper()
-	cmd := healthCmd()
-	var out, errOut bytes.Buffer
-	cmd.SetOut(&out)
-	cmd.SetErr(&errOut)
-	cmd.SetArgs(args)
-	cmd.SilenceUsage, cmd.SilenceErrors = true, true
-	err := cmd.Execute()
-	return out.String(), err
+	return runCommand(healthCmd(), args...)
 }
 
 // nodeMetricsServer serves a registry holding the metrics of started

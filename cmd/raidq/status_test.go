@@ -14,6 +14,8 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/raidq/raidq/actors/server"
+	"github.com/spf13/cobra"
+
 	"github.com/raidq/raidq/bus"
 	"github.com/raidq/raidq/bus/natsserver"
 	"github.com/raidq/raidq/scenarios/testkit"
@@ -22,7 +24,12 @@ import (
 // runStatus runs `raidq status args...` and returns its stdout.
 func runStatus(t *testing.T, args ...string) (string, error) {
 	t.Helper()
-	cmd := statusCmd()
+	return runCommand(statusCmd(), args...)
+}
+
+// runCommand runs cmd with args in this process, quietly, and returns its
+// stdout and error.
+func runCommand(cmd *cobra.Command, args ...string) (string, error) {
 	var out, errOut bytes.Buffer
 	cmd.SetOut(&out)
 	cmd.SetErr(&errOut)
