@@ -337,7 +337,9 @@ func TestDevOperatorTools(t *testing.T) {
 }
 
 // startDevAuth runs `raidq dev` (six nodes, no fsync) on a free port with
-// args added, until its nodes are up; a cleanup kills it.
+// args added, until it says it is ready; a cleanup kills it. It does not
+// wait for the member records (an anonymous client may not read them
+// with --auth); startDev does.
 func startDevAuth(t *testing.T, bin string, args ...string) (string, *cluster.Proc) {
 	t.Helper()
 	port, err := cluster.FreePort()

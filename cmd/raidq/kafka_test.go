@@ -194,26 +194,7 @@ func producerOpts(seeds []string) []kgo.Opt {
 // members; a cleanup kills it.
 func startDev(t *testing.T, bin string, args ...string) (string, *cluster.Proc) {
 	t.Helper()
-	port, err := cluster.FreePort()
-	if err != nil {
-		t.Fatal(err)
-	}
-	listen := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
-	p, err := cluster.StartProc("raidq dev", bin, append([]string{"dev", "--nodes", "6", "--data", t.TempDir(),
-		"--listen", listen, "--no-fsync"}, args...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		p.Kill()
-		if t.Failed() {
-			t.Logf("--- raidq dev, last 40 lines of stderr:\n%s", p.Tail(40))
-		}
-	})
-	if err := p.WaitStdout("press Ctrl-C to stop", time.Minute); err != nil {
-		t.Fatalf("%v\nstdout:\n%s", err, p.Stdout())
-	}
-	url := "nats://" + listen
+	url, p := startDevAuth(t, bin, args...)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	ids := []string{"n0", "n1", "n2", "n3", "n4", "n5"}
