@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/signal"
 	"sort"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -33,18 +34,25 @@ func statusCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "status",
 		Short: "Show the nodes of a cluster: health, clock skew, disk, load, write counters",
-		Long: `status finds the cluster's nodes through their NATS micro service
-($SRV.PING.raidq-node, every answer within --timeout) and asks each one for
-its status. For each node it prints its health (ok, slow reply, no answer,
-store failed), its raidq version, its clock skew against this machine (corrected by half the
-round trip), its disk use, slot owners alive, requests pending, and its
-write counters since it started. When the nodes that answered run
-different raidq versions (a rolling upgrade half done), a WARNING line
-after the table names them (--json: versions and version_warning).
+		Long: `status reads which nodes should be there (the member records and every
+node named in a partition's ensemble) and asks each for its status; it
+also finds nodes through their NATS micro service ($SRV.PING.raidq-node)
+and lists those too. For each node it prints its health (ok, slow reply,
+no answer, store failed, clock off), its raidq version, its clock skew
+against this machine (corrected by half the round trip), its disk use,
+slot owners alive, requests pending, and its write counters since it
+started. A node leaves the expected set only through
+` + "`raidq node --replace`" + `. When the nodes that answered run different raidq
+versions (a rolling upgrade half done), a WARNING line after the table
+names them (--json: versions and version_warning).
 
-It exits non-zero when NATS cannot be reached, when no node answers, or
-when a node that was found does not answer its status or reports a failed
-store.`,
+Exit codes: 0 every expected node serves; 1 some node is not serving (no
+answer, store failed, clock off) but every partition still has W nodes
+serving; 3 a partition has fewer than W nodes serving (writes to it fail),
+the metadata is unavailable (the rows are then only the nodes that
+answered the ping), no node answers, or NATS cannot be reached; 4 the
+user may not ask (status needs the admin role). --json has the same
+facts: expected, missing, partitions_below_w, metadata.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return showStatus(cmd, &f)
@@ -65,9 +73,12 @@ func (s *statusFlags) register(cmd *cobra.Command) {
 	f.BoolVar(&s.asJSON, "json", false, "print one JSON object: cluster, nats, checked, nodes (each node's full status)")
 }
 
-// showStatus is `raidq status`: it asks every node for its status and
-// prints them. It returns errFailed when a node did not answer or
-// reports a failed store.
+// showStatus is `raidq status`: it reads which nodes should be there
+// (member records and ensembles), asks every node for its status and
+// prints them, silent expected nodes as "no answer" rows. The exit code
+// (statusExit) says how bad it is: 1 nodes missing but every partition
+// reaches W, 3 a partition cannot or the metadata is unavailable, 4 the
+// user may not ask.
 func showStatus(cmd *cobra.Command, f *statusFlags) error {
 	if f.timeout <= 0 {
 		return usageErr(fmt.Errorf("--timeout %v: must be positive", f.timeout))
@@ -78,42 +89,123 @@ func showStatus(cmd *cobra.Command, f *statusFlags) error {
 	}
 	ctx, stop := signal.NotifyContext(parent, os.Interrupt)
 	defer stop()
-	nc, err := f.connect(cmd)
+	refusals := make(chan error, 1)
+	nc, err := f.connect(cmd, refusals)
 	if err != nil {
 		return err
 	}
 	defer nc.Close()
-	nodes, err := actors.StatusWith(ctx, nc, f.cluster, actors.StatusOptions{Timeout: f.timeout})
+	exp := readExpected(ctx, nc, f.cluster, f.timeout)
+	nodes, err := actors.StatusWith(ctx, nc, f.cluster, actors.StatusOptions{Timeout: f.timeout, Expect: exp.ids()})
+	if refused := firstRefusal(refusals); refused != nil && !anyAnswered(nodes) {
+		return fmt.Errorf("status of cluster %s refused for %s: %w (asking the nodes' status needs the admin role; docs/security.md)",
+			f.cluster, f.who(), &markedError{err: refused, mark: errRefused})
+	}
 	if errors.Is(err, actors.ErrNoNodes) {
-		return fmt.Errorf("no raidq node answered on %s (cluster %s): is a node running?%w", f.url, f.cluster, silent{err})
+		if len(nodes) == 0 {
+			return fmt.Errorf("no raidq node answered on %s (cluster %s): is a node running?%w", f.url, f.cluster, silent{err})
+		}
+		err = nil // every expected node is a "no answer" row: shown, and judged below
 	}
 	if err != nil {
 		return fmt.Errorf("status of cluster %s on %s: %w", f.cluster, f.url, err)
 	}
-	if err := f.print(cmd.OutOrStdout(), nodes); err != nil {
+	v := judge(nodes, exp.topics)
+	if err := f.print(cmd.OutOrStdout(), nodes, exp, v); err != nil {
 		return err
 	}
-	for _, n := range nodes {
-		if n.Health == bus.HealthNoAnswer || n.Health == bus.HealthFailed {
-			if !f.asJSON {
-				fmt.Fprintf(cmd.ErrOrStderr(), "raidq: node %s: %s\n", n.Node, n.Health)
-			}
-			return errFailed
+	return f.exit(cmd.ErrOrStderr(), nodes, exp, v)
+}
+
+// exit explains on w what is wrong (not with --json: the object has it)
+// and returns the error that picks status's exit code.
+func (f *statusFlags) exit(w io.Writer, nodes []bus.NodeStatus, exp expectedSet, v statusVerdict) error {
+	say := func(format string, args ...any) {
+		if !f.asJSON {
+			fmt.Fprintf(w, "raidq: "+format+"\n", args...)
 		}
+	}
+	for _, n := range nodes {
+		if !serving(n) {
+			say("node %s: %s", n.Node, n.Health)
+		}
+	}
+	switch {
+	case exp.err != nil:
+		say("metadata unavailable: %v; the rows are the nodes that answered the ping, and nodes that did not are not listed "+
+			"(metadata keeps %d replicas: with more servers down it cannot answer)", exp.err, 5)
+		return &markedError{err: errFailed, mark: errUnreachable}
+	case len(v.BelowW) > 0:
+		for _, p := range v.BelowW {
+			say("partition %s: writes fail until more of its nodes are back", p)
+		}
+		return &markedError{err: errFailed, mark: errUnreachable}
+	case len(v.Missing) > 0:
+		say("%d node(s) not serving (%s); every partition still reaches its write quorum", len(v.Missing),
+			strings.Join(v.Missing, " "))
+		return errFailed
 	}
 	return nil
 }
 
+// anyAnswered: some node answered its status request.
+func anyAnswered(nodes []bus.NodeStatus) bool {
+	for _, n := range nodes {
+		if n.Health != bus.HealthNoAnswer {
+			return true
+		}
+	}
+	return false
+}
+
+// firstRefusal is the first permission violation the connection
+// reported, if any.
+func firstRefusal(refusals <-chan error) error {
+	select {
+	case err := <-refusals:
+		return err
+	default:
+		return nil
+	}
+}
+
+// who names the user status connected as, for a refusal.
+func (f *statusFlags) who() string {
+	a := f.auth.auth(f.creds)
+	switch {
+	case a.User != "":
+		return "user " + strconv.Quote(a.User)
+	case a.NKeySeed != "":
+		return "the NKey in " + a.NKeySeed
+	case a.Creds != "":
+		return "the credentials in " + a.Creds
+	}
+	return "this connection (no user given)"
+}
+
 // connect connects to NATS at --nats with the credentials given,
-// reporting permission refusals on cmd's stderr.
-func (f *statusFlags) connect(cmd *cobra.Command) (*nats.Conn, error) {
+// reporting permission refusals on cmd's stderr and the first of them on
+// refusals.
+func (f *statusFlags) connect(cmd *cobra.Command, refusals chan<- error) (*nats.Conn, error) {
 	opts := []nats.Option{nats.Name("raidq-status"), nats.Timeout(f.timeout)}
 	aopts, err := f.auth.natsOptions(f.creds)
 	if err != nil {
 		return nil, err
 	}
 	opts = append(opts, aopts...)
-	opts = append(opts, newRefusalReporter(cmd.ErrOrStderr()).option())
+	var report nats.Options // the reporter's handler, called from ours
+	if err := newRefusalReporter(cmd.ErrOrStderr()).option()(&report); err != nil {
+		return nil, err
+	}
+	opts = append(opts, nats.ErrorHandler(func(nc *nats.Conn, sub *nats.Subscription, err error) {
+		report.AsyncErrorCB(nc, sub, err)
+		if errors.Is(err, nats.ErrPermissionViolation) {
+			select {
+			case refusals <- err:
+			default:
+			}
+		}
+	}))
 	nc, err := nats.Connect(f.url, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("cannot reach NATS at %s: %w (is a raidq node or `raidq dev` running there?)", f.url, err)
@@ -122,7 +214,7 @@ func (f *statusFlags) connect(cmd *cobra.Command) (*nats.Conn, error) {
 }
 
 // print writes the nodes' status to w: the --json object or the table.
-func (f *statusFlags) print(w io.Writer, nodes []bus.NodeStatus) error {
+func (f *statusFlags) print(w io.Writer, nodes []bus.NodeStatus, exp expectedSet, v statusVerdict) error {
 	versions, odd := nodeVersions(nodes)
 	warning := versionWarning(versions)
 	if !f.asJSON {
@@ -132,10 +224,14 @@ func (f *statusFlags) print(w io.Writer, nodes []bus.NodeStatus) error {
 		}
 		return nil
 	}
+	metadata := "ok"
+	if exp.err != nil {
+		metadata = "unavailable: " + exp.err.Error()
+	}
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	return enc.Encode(statusReport{Cluster: f.cluster, NATS: f.url, Checked: time.Now().UTC(), Nodes: nodes,
-		Versions: versions, VersionWarning: warning})
+		Versions: versions, VersionWarning: warning, Metadata: metadata, Expected: exp.ids(), statusVerdict: v})
 }
 
 // statusReport is the --json output.
@@ -148,6 +244,12 @@ type statusReport struct {
 	// that answered); VersionWarning is set when there is more than one.
 	Versions       map[string][]string `json:"versions"`
 	VersionWarning string              `json:"version_warning,omitempty"`
+	// Metadata is "ok", or "unavailable: why" (then Expected is empty and
+	// Nodes are only those that answered the ping).
+	Metadata string `json:"metadata"`
+	// Expected are the nodes the metadata names (members and ensembles).
+	Expected []string `json:"expected"`
+	statusVerdict
 }
 
 // silent wraps err for errors.Is without adding to the message.

@@ -17,8 +17,10 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/raidq/raidq/bus"
+	"github.com/raidq/raidq/bus/meta"
 	"github.com/raidq/raidq/bus/natsserver"
 	"github.com/raidq/raidq/scenarios/testkit"
+	"github.com/raidq/raidq/stripe/quorum"
 )
 
 // runStatus runs `raidq status args...` and returns its stdout.
@@ -102,21 +104,44 @@ func TestStatusCluster(t *testing.T) {
 		}
 	}
 
+	if err := lc.CreateTopic("orders", 2, quorum.Default()); err != nil {
+		t.Fatal(err)
+	}
 	if err := lc.KillNode(2); err != nil {
 		t.Fatal(err)
 	}
+	// A killed node is expected (member record, ensembles): it gets a
+	// "no answer" row, and status exits 1 while every partition reaches W.
 	out, err = runStatus(t, "--cluster", "cli", "--timeout", "3s")
-	if err != nil {
-		t.Fatalf("status: %v\n%s", err, out)
+	if !errors.Is(err, errFailed) || exitCode(err) != exitFailure {
+		t.Fatalf("status with n2 killed: %v (exit %d), want exit 1\n%s", err, exitCode(err), out)
 	}
 	lines := strings.Split(strings.TrimSpace(out), "\n")
-	if len(lines) != 6 || !strings.HasPrefix(lines[0], "NODE") {
-		t.Fatalf("want a header and 5 node rows:\n%s", out)
+	if len(lines) != 7 || !strings.HasPrefix(lines[0], "NODE") {
+		t.Fatalf("want a header and 6 node rows:\n%s", out)
 	}
 	for _, l := range lines[1:] {
-		if strings.HasPrefix(l, "n2 ") || !strings.Contains(l, "no-fsync") {
+		if dead := strings.HasPrefix(l, "n2 "); dead != strings.Contains(l, bus.HealthNoAnswer) || !dead && !strings.Contains(l, "no-fsync") {
 			t.Errorf("row %q", l)
 		}
+	}
+	// Two more down: 3 of 6 serve, below W=4 for every partition: exit 3,
+	// and --json says which partitions and nodes.
+	for _, i := range []int{3, 4} {
+		if err := lc.KillNode(i); err != nil {
+			t.Fatal(err)
+		}
+	}
+	out, err = runStatus(t, "--cluster", "cli", "--timeout", "3s", "--json")
+	if code := exitCode(err); code != exitUnreachable {
+		t.Fatalf("status with 3 of 6 killed: %v (exit %d), want exit 3\n%s", err, code, out)
+	}
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatalf("--json output: %v\n%s", err, out)
+	}
+	if len(rep.Nodes) != 6 || len(rep.Missing) != 3 || len(rep.BelowW) != 2 || rep.Metadata != "ok" || len(rep.Expected) != 6 {
+		t.Errorf("--json with 3 down: %d nodes, missing %v, below W %v, metadata %q, expected %v",
+			len(rep.Nodes), rep.Missing, rep.BelowW, rep.Metadata, rep.Expected)
 	}
 	if _, err := runStatus(t, "--timeout", "0s"); err == nil || errors.Is(err, errFailed) {
 		t.Errorf("--timeout 0s: %v, want a flag error", err)
@@ -159,7 +184,7 @@ func TestStatusVersions(t *testing.T) {
 	}
 	var out bytes.Buffer
 	f := &statusFlags{cluster: "c", url: "nats://x"}
-	if err := f.print(&out, nodes); err != nil {
+	if err := f.print(&out, nodes, expectedSet{}, statusVerdict{}); err != nil {
 		t.Fatal(err)
 	}
 	text := out.String()
@@ -174,7 +199,7 @@ func TestStatusVersions(t *testing.T) {
 	}
 	out.Reset()
 	f.asJSON = true
-	if err := f.print(&out, nodes); err != nil {
+	if err := f.print(&out, nodes, expectedSet{}, statusVerdict{}); err != nil {
 		t.Fatal(err)
 	}
 	var rep statusReport
@@ -186,7 +211,29 @@ func TestStatusVersions(t *testing.T) {
 	}
 	out.Reset()
 	f.asJSON = false
-	if err := f.print(&out, nodes[:2]); err != nil || strings.Contains(out.String(), "WARNING") {
+	if err := f.print(&out, nodes[:2], expectedSet{}, statusVerdict{}); err != nil || strings.Contains(out.String(), "WARNING") {
 		t.Errorf("one version: %v\n%s", err, out.String())
+	}
+}
+
+// TestStatusJudge: which nodes are not serving, and which partitions
+// they leave below W.
+func TestStatusJudge(t *testing.T) {
+	nodes := []bus.NodeStatus{{Node: "a", Health: bus.HealthOK}, {Node: "b", Health: bus.HealthSlow},
+		{Node: "c", Health: bus.HealthNoAnswer}, {Node: "d", Health: bus.HealthClockOff}, {Node: "e", Health: bus.HealthFailed}}
+	topics := []meta.TopicRecord{{Name: "t", W: 2, Ensembles: [][]string{{"a", "b", "c"}, {"a", "c", "d"}, {"e", "d", "c"}}}}
+	v := judge(nodes, topics)
+	if got := strings.Join(v.Missing, " "); got != "c d e" {
+		t.Errorf("missing %q, want c d e", got)
+	}
+	if len(v.BelowW) != 2 || v.BelowW[0].Partition != 1 || v.BelowW[1].Partition != 2 || v.BelowW[1].Serving != 0 {
+		t.Fatalf("below W: %+v, want partitions 1 and 2", v.BelowW)
+	}
+	if got := v.BelowW[0].String(); got != "t/1: 1 of 2 needed nodes serving (down: c d)" {
+		t.Errorf("%q", got)
+	}
+	e := expectedSet{members: []string{"b", "a"}, topics: topics}
+	if got := strings.Join(e.ids(), " "); got != "a b c d e" {
+		t.Errorf("expected ids %q", got)
 	}
 }
