@@ -326,7 +326,7 @@ func TestDevOperatorTools(t *testing.T) {
 	}{
 		{append([]string{"topic", "create", "orders"}, admin...), exitRefused},
 		{append([]string{"topic", "describe", "nosuch"}, admin...), exitRefused},
-		{append([]string{"topic", "create", "bad", "--acks", "3"}, admin...), exitRefused},
+		{append([]string{"topic", "create", "bad", "--acks", "3"}, admin...), exitUsage}, // checked before sending
 		{[]string{"topic", "list", "--user", "ops", "--password", "wrong", "--timeout", "5s"}, exitRefused},
 		{[]string{"topic", "list", "--nats", "nats://127.0.0.1:1", "--timeout", "2s"}, exitUnreachable},
 	} {

@@ -31,6 +31,9 @@ everything back and prints what was acknowledged, delivered and lost.
 It runs without authentication: it opens no network port.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := checkDemo(cfg); err != nil {
+				return usageErr(err)
+			}
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 			defer stop()
 			if verbose {
@@ -122,4 +125,23 @@ func restartWhy(r *demo.Report) string {
 func isTerminal(f *os.File) bool {
 	st, err := f.Stat()
 	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}
+
+// checkDemo refuses flags the demo cannot run with, before it starts
+// anything (exit 2). demo.Run checks the same rules (scenarios/demo
+// Config.defaults) for callers other than the CLI.
+func checkDemo(c demo.Config) error {
+	switch {
+	case c.Nodes < 6:
+		return fmt.Errorf("--nodes %d: the demo topic needs 6 nodes (4 data + 2 parity)", c.Nodes)
+	case c.Messages < 1:
+		return fmt.Errorf("--messages %d: must be at least 1", c.Messages)
+	case c.Size < 16 || c.Size > 1<<20:
+		return fmt.Errorf("--size %d: must be 16..1048576 bytes", c.Size)
+	case c.Kill < 0 || c.Slow < 0 || c.Kill+c.Slow > c.Nodes:
+		return fmt.Errorf("--kill %d and --slow %d: must be >= 0 and together at most --nodes %d", c.Kill, c.Slow, c.Nodes)
+	case c.Producers < 1 || c.Partitions < 1:
+		return fmt.Errorf("--producers %d, --partitions %d: must be at least 1", c.Producers, c.Partitions)
+	}
+	return nil
 }

@@ -67,8 +67,8 @@ func checkHealthProcess(t *testing.T, bin, addr string) {
 	cmd := exec.Command(bin, "health", "--metrics-addr", free, "--timeout", "1s")
 	out, err = cmd.CombinedOutput()
 	want := "raidq: unhealthy: nothing listening at http://" + free + "/healthz"
-	if err == nil || cmd.ProcessState.ExitCode() != 1 || !strings.HasPrefix(string(out), want) {
-		t.Errorf("raidq health with nothing listening: %v (exit %d)\n%s\nwant exit 1 and %q", err, cmd.ProcessState.ExitCode(), out, want)
+	if err == nil || cmd.ProcessState.ExitCode() != exitUnreachable || !strings.HasPrefix(string(out), want) {
+		t.Errorf("raidq health with nothing listening: %v (exit %d)\n%s\nwant exit %d and %q", err, cmd.ProcessState.ExitCode(), out, exitUnreachable, want)
 	}
 }
 

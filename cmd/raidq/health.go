@@ -39,8 +39,8 @@ type healthFlags struct {
 
 // healthCmd is `raidq health`: the check a container HEALTHCHECK, a
 // systemd ExecStartPost or a load balancer runs against a node's
-// --metrics endpoint. Exit 0: healthy; exit 1 with one line saying why
-// otherwise.
+// --metrics endpoint. Exit 0: healthy; otherwise one line saying why and
+// exit 3 (nothing listening or answering) or 1 (answering, not healthy).
 func healthCmd() *cobra.Command {
 	var f healthFlags
 	cmd := &cobra.Command{
@@ -56,9 +56,10 @@ host:port) whether it is healthy, within --timeout:
      for processes that are not nodes (raidq kafka --metrics).
 
 It prints one line (the node ids seen and the time taken) and exits 0, or
-prints why not on stderr and exits 1: nothing listening, no answer within
-the timeout, an HTTP error, or the process serves metrics but no node has
-started yet (still waiting for JetStream or the metadata). --wait keeps
+prints why not on stderr and exits 3 when nothing listens or nothing
+answers within the timeout, 1 for an HTTP error or a process that serves
+metrics but has no started node yet (still waiting for JetStream or the
+metadata), and 2 for a bad flag. --wait keeps
 checking once a second until healthy, and reports the last failure when
 it runs out. It needs no shell or curl, so it runs in the FROM scratch
 image (HEALTHCHECK).`,
@@ -85,11 +86,11 @@ image (HEALTHCHECK).`,
 // reports; the error is what the user sees after "raidq: ".
 func runHealth(cmd *cobra.Command, f healthFlags) error {
 	if f.timeout <= 0 || f.wait < 0 {
-		return fmt.Errorf("--timeout %v, --wait %v: want a positive timeout and a wait of 0 or more", f.timeout, f.wait)
+		return usageErr(fmt.Errorf("--timeout %v, --wait %v: want a positive timeout and a wait of 0 or more", f.timeout, f.wait))
 	}
 	healthz, metricsURL, err := healthURLs(f.url, f.addr)
 	if err != nil {
-		return err
+		return usageErr(err)
 	}
 	c := &http.Client{Transport: &http.Transport{Proxy: nil, DisableKeepAlives: true}}
 	deadline := time.Now().Add(f.wait)
@@ -190,15 +191,16 @@ func healthGet(ctx context.Context, c *http.Client, u string, timeout time.Durat
 	return string(b), nil
 }
 
-// healthDialError says what a failed request means for an operator.
+// healthDialError says what a failed request means for an operator;
+// nothing listening and no answer are "cannot reach" (exit 3).
 func healthDialError(u string, err error, timeout time.Duration) error {
 	switch {
 	case errors.Is(err, syscall.ECONNREFUSED):
-		return fmt.Errorf("unhealthy: nothing listening at %s (is the node running, with --metrics on that address?)", u)
+		return &markedError{fmt.Errorf("unhealthy: nothing listening at %s (is the node running, with --metrics on that address?)", u), errUnreachable}
 	case errors.Is(err, context.DeadlineExceeded) || isTimeout(err):
-		return fmt.Errorf("unhealthy: no answer from %s within %v", u, timeout)
+		return &markedError{fmt.Errorf("unhealthy: no answer from %s within %v", u, timeout), errUnreachable}
 	}
-	return fmt.Errorf("unhealthy: %s: %v", u, err)
+	return fmt.Errorf("unhealthy: %s: %w", u, err) // a dial error is exit 3, a TLS mismatch 4 (exitCode)
 }
 
 func isTimeout(err error) bool {

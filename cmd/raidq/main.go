@@ -41,9 +41,14 @@ Client commands take --nats URL (env RAIDQ_NATS, else NATS_URL) and
 Exit codes:
   0  success
   1  failure (anything not below, or reported on stderr already)
-  2  usage error: unknown command, bad flag or argument, bad config or auth file
-  3  cluster unreachable: no NATS server, no node answers, no quorum of nodes, timed out
-  4  refused by the cluster: invalid parameters, unknown topic, topic exists,
+  2  input wrong, found before anything is sent: unknown command, bad flag or
+     argument, invalid topic name or parameters (--acks, --latency,
+     --partitions), a missing or unreadable file (--file, --nkey, --tls-ca,
+     --creds), bad config or auth file
+  3  cannot reach: no NATS server, no node answers, no quorum of nodes, timed
+     out, nothing listening (raidq health)
+  4  refused by the cluster, or unknown to it: unknown topic, partition or
+     group, topic exists, a change the topic's state does not allow,
      authentication or permission refused, TLS mismatch`
 
 func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
@@ -77,6 +82,8 @@ func newRoot() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		Version:       bus.Version(), // --version
+		// Input files are checked before any command runs (exit 2).
+		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error { return checkLocalFlags(cmd) },
 	}
 	root.SetVersionTemplate("raidq {{.Version}}\n")
 	root.AddCommand(versionCmd())
@@ -106,7 +113,7 @@ func strictTree(c *cobra.Command) {
 		c.RunE = func(cmd *cobra.Command, _ []string) error { return cmd.Help() }
 		return
 	}
-	if check := c.Args; check != nil {
+	if check := checkTopicArg(c, c.Args); check != nil {
 		c.Args = func(cmd *cobra.Command, args []string) error {
 			if err := check(cmd, args); err != nil {
 				return usageErr(err)
@@ -114,6 +121,71 @@ func strictTree(c *cobra.Command) {
 			return nil
 		}
 	}
+}
+
+// checkTopicArg wraps check so a command whose first argument is a topic
+// name (Use "produce TOPIC", "topic describe NAME") refuses an invalid
+// name as a usage error before it connects; the rule is bus.ValidName's.
+func checkTopicArg(c *cobra.Command, check cobra.PositionalArgs) cobra.PositionalArgs {
+	use := strings.Fields(c.Use)
+	topicArg := len(use) > 1 && (use[1] == "TOPIC" || use[1] == "NAME" && c.HasParent() && c.Parent().Name() == "topic")
+	if !topicArg {
+		return check
+	}
+	return func(cmd *cobra.Command, args []string) error {
+		if check != nil {
+			if err := check(cmd, args); err != nil {
+				return err
+			}
+		}
+		if len(args) > 0 {
+			return bus.ValidName("topic", args[0])
+		}
+		return nil
+	}
+}
+
+// inputFiles are the flags, on any command, that name a file raidq reads
+// (credentials, CAs, certificates, auth files, messages, binaries):
+// checkLocalFlags opens each before the command runs, so a missing one is
+// a usage error (exit 2) naming the flag, not a connect failure with a
+// misleading hint ("the server requires TLS").
+var inputFiles = []string{"file", "creds", "nkey", "tls-ca", "tls-cert", "tls-key", "nats-creds", "nats-nkey", "nats-tls-ca",
+	"kafka-tls-cert", "kafka-tls-key", "auth", "config", "binary", "node-binary"}
+
+// checkLocalFlags checks, before any command runs, what every command
+// would otherwise find only later: the --cluster name, and the input-file
+// flags that have a value, given or from the environment (RAIDQ_NKEY,
+// RAIDQ_TLS_CA, ...).
+func checkLocalFlags(cmd *cobra.Command) error {
+	if f := cmd.Flags().Lookup("cluster"); f != nil && f.Value.Type() == "string" {
+		if err := bus.ValidName("cluster", f.Value.String()); err != nil {
+			return usageErr(fmt.Errorf("--cluster: %w", err))
+		}
+	}
+	for _, name := range inputFiles {
+		f := cmd.Flags().Lookup(name)
+		if f == nil || f.Value.Type() != "string" || f.Value.String() == "" {
+			continue
+		}
+		path, from := f.Value.String(), ""
+		if !f.Changed {
+			from = " (from the environment)"
+		}
+		fh, err := os.Open(path)
+		if err == nil {
+			var st os.FileInfo
+			st, err = fh.Stat()
+			fh.Close()
+			if err == nil && st.IsDir() {
+				err = fmt.Errorf("%s is a directory", path)
+			}
+		}
+		if err != nil {
+			return usageErr(fmt.Errorf("--%s%s: %w", name, from, err))
+		}
+	}
+	return nil
 }
 
 // unknownSubcommand is a group's argument check: any argument is an
@@ -178,10 +250,10 @@ func usageErr(err error) error {
 
 // Causes by exit code, matched with errors.Is through every wrapping.
 var (
-	usageCauses   = []error{errUsage, natsserver.ErrBadAuthConfig, server.ErrBadOptions}
+	usageCauses   = []error{errUsage, natsserver.ErrBadAuthConfig, server.ErrBadOptions, bus.ErrBadName}
 	refusedCauses = []error{errRefused, raidq.ErrInvalidParams, raidq.ErrUnknownTopic, raidq.ErrInvalidMessage,
 		raidq.ErrClockSkew, raidq.ErrKafkaGroup, meta.ErrTopicExists, meta.ErrNotFound, meta.ErrReplace,
-		meta.ErrFenced, meta.ErrAlter, meta.ErrAlterPending, meta.ErrAlterOrder, bus.ErrBadName, bus.ErrBadSubject, nats.ErrAuthorization, nats.ErrAuthExpired,
+		meta.ErrFenced, meta.ErrAlter, meta.ErrAlterPending, meta.ErrAlterOrder, bus.ErrBadSubject, nats.ErrAuthorization, nats.ErrAuthExpired,
 		nats.ErrAuthRevoked, nats.ErrAccountAuthExpired, nats.ErrPermissionViolation, nats.ErrSecureConnRequired,
 		nats.ErrSecureConnWanted}
 	unreachableCauses = []error{errUnreachable, nats.ErrNoServers, nats.ErrNoResponders, nats.ErrTimeout,

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -20,7 +21,7 @@ const maxLine = 4 << 20
 
 func produceCmd() *cobra.Command {
 	var cf clientFlags
-	var key, file string
+	var key, file, keySep string
 	var deliveryTimeout time.Duration
 	var asJSON bool
 	var window int
@@ -30,11 +31,21 @@ func produceCmd() *cobra.Command {
 		Long: `produce sends each input line as one message and waits until every one is
 committed (acknowledged by W nodes). It prints "acked N" on stderr and exits 0
 only when every line was acked; with --json it prints one line per message
-with its partition and position.`,
+with its partition and position.
+
+--key-separator SEP (like kcat -K SEP) splits each line at the first SEP:
+"k:v" with --key-separator : sends key k, value v. A line without SEP is
+not sent: it counts as failed ("no key separator"), so the run exits 1.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if window < 1 || window > 1<<16 {
 				return usageErr(fmt.Errorf("--window %d: must be 1..65536", window))
+			}
+			if deliveryTimeout < 0 {
+				return usageErr(fmt.Errorf("--delivery-timeout %s: must not be negative", deliveryTimeout))
+			}
+			if cmd.Flags().Changed("key-separator") && keySep == "" {
+				return usageErr(fmt.Errorf("--key-separator: must not be empty"))
 			}
 			in := io.Reader(cmd.InOrStdin())
 			if file != "" {
@@ -56,25 +67,40 @@ with its partition and position.`,
 			if err != nil {
 				return err
 			}
-			if deliveryTimeout < 0 {
-				return usageErr(fmt.Errorf("--delivery-timeout %s: must not be negative", deliveryTimeout))
-			}
 			p, err := c.Producer(args[0], raidq.WithDeliveryTimeout(deliveryTimeout))
 			if err != nil {
 				return err
 			}
 			defer p.Close()
-			return produceLines(cmd, p, in, []byte(key), window, asJSON)
+			return produceLines(cmd, p, in, lineSplitter{key: []byte(key), sep: []byte(keySep)}, window, asJSON)
 		},
 	}
 	cf.register(cmd)
 	f := cmd.Flags()
 	f.StringVar(&key, "key", "", "key of every message (picks the partition); empty: spread round-robin")
+	f.StringVar(&keySep, "key-separator", "", `split each line at the first SEP into key and value (kcat -K): "k:v" with ":" is key k, value v; a line without SEP fails`)
+	cmd.MarkFlagsMutuallyExclusive("key", "key-separator")
 	f.StringVar(&file, "file", "", "read messages from this file instead of stdin")
 	f.BoolVar(&asJSON, "json", false, "print one JSON line per message: line, partition, offset, index, stripe")
 	f.IntVar(&window, "window", 1024, "messages in flight at once")
 	f.DurationVar(&deliveryTimeout, "delivery-timeout", 0, "retry each send this long before it fails (0: 16 attempts, about 2s)")
 	return cmd
+}
+
+// lineSplitter turns an input line into a message's key and value: the
+// fixed --key, or with --key-separator the text before the first
+// separator (kcat -K).
+type lineSplitter struct{ key, sep []byte }
+
+func (l lineSplitter) split(line []byte) (key, value []byte, err error) {
+	if len(l.sep) == 0 {
+		return l.key, append([]byte(nil), line...), nil
+	}
+	k, v, ok := bytes.Cut(line, l.sep)
+	if !ok {
+		return nil, nil, fmt.Errorf("no key separator %q in the line (not sent)", l.sep)
+	}
+	return append([]byte(nil), k...), append([]byte(nil), v...), nil
 }
 
 type produced struct {
@@ -88,7 +114,7 @@ type produced struct {
 
 // produceLines sends every line with at most window in flight, then
 // reports in input order.
-func produceLines(cmd *cobra.Command, p *raidq.Producer, in io.Reader, key []byte, window int, asJSON bool) error {
+func produceLines(cmd *cobra.Command, p *raidq.Producer, in io.Reader, split lineSplitter, window int, asJSON bool) error {
 	sc := bufio.NewScanner(in)
 	sc.Buffer(make([]byte, 64<<10), maxLine)
 	var mu sync.Mutex
@@ -98,10 +124,16 @@ func produceLines(cmd *cobra.Command, p *raidq.Producer, in io.Reader, key []byt
 	line := 0
 	for sc.Scan() {
 		line++
-		v := append([]byte(nil), sc.Bytes()...)
+		n := line
+		key, v, err := split.split(sc.Bytes())
+		if err != nil {
+			mu.Lock()
+			results = append(results, produced{Line: n, Error: err.Error()})
+			mu.Unlock()
+			continue
+		}
 		sem <- struct{}{}
 		wg.Add(1)
-		n := line
 		p.Produce(context.Background(), raidq.Message{Key: key, Value: v}, func(m raidq.Message, err error) {
 			defer wg.Done()
 			r := produced{Line: n, Partition: m.Partition, Offset: m.Position.Offset, Index: m.Position.Index, Stripe: m.Stripe.String()}

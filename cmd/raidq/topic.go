@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -34,12 +36,20 @@ func topicCreateCmd() *cobra.Command {
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			tc.Name = args[0]
+			// Everything checkable here is checked before connecting: a
+			// wrong parameter is a usage error (exit 2), not a refusal.
 			if err := applyProfile(cmd, &tc.Params, latency); err != nil {
-				return err
+				return usageErr(fmt.Errorf("--latency: %w", err))
 			}
 			tc.Params.N = tc.Params.K + parity
 			if err := tc.Params.Validate(); err != nil {
-				return err
+				return usageErr(err)
+			}
+			if tc.Partitions < 1 {
+				return usageErr(fmt.Errorf("--partitions %d: must be at least 1", tc.Partitions))
+			}
+			if tc.Retention < 0 || tc.RetentionBytes < 0 {
+				return usageErr(fmt.Errorf("--retention %v, --retention-bytes %d: must not be negative", tc.Retention, tc.RetentionBytes))
 			}
 			c, err := cf.connect()
 			if err != nil {
@@ -74,7 +84,7 @@ func topicCreateCmd() *cobra.Command {
 	f.DurationVar(&tc.Params.AcceptWindow, "accept-window", d.AcceptWindow, "A: nodes refuse offsets older than now-A")
 	f.DurationVar(&tc.Params.FutureBound, "future-bound", d.FutureBound, "F: nodes refuse offsets newer than now+F")
 	f.DurationVar(&tc.Params.MaxSkew, "max-skew", d.MaxSkew, "clock skew budgeted for (young nodes' birth margin)")
-	f.DurationVar(&tc.Retention, "retention", 0, "drop data older than this (0: keep)")
+	f.Var(retentionFlag{&tc.Retention}, "retention", retentionHelp)
 	f.Int64Var(&tc.RetentionBytes, "retention-bytes", 0, "drop the oldest data beyond this many bytes per partition per node (0: no limit)")
 	f.Uint64Var(&tc.Params.Grid, "offset-grid", d.Grid, "offset grid in ns, a power of two: stripe offsets are multiples of it and "+
 		"a stripe holds at most this many records, so offset + record index is the Kafka offset (0: none; Kafka clients are not served). "+
@@ -252,4 +262,84 @@ func applyProfile(cmd *cobra.Command, p *raidq.Params, name string) error {
 		p.ReadDelay = p.AcceptWindow
 	}
 	return nil
+}
+
+// retentionFlag is a duration flag that also takes Kafka-style days and
+// weeks: 7d, 2w, 1w2d, 1d12h, 36h, 90m (parseRetention).
+type retentionFlag struct{ d *time.Duration }
+
+func (r retentionFlag) String() string {
+	if r.d == nil {
+		return "0s"
+	}
+	return r.d.String()
+}
+
+func (r retentionFlag) Set(s string) error {
+	d, err := parseRetention(s)
+	if err != nil {
+		return err
+	}
+	*r.d = d
+	return nil
+}
+
+func (retentionFlag) Type() string { return "duration" }
+
+// retentionHelp is --retention's help (topic create and topic alter).
+const retentionHelp = "drop data older than this: 7d, 2w, 1w2d, 36h, 90m (d = 24h, w = 7d; 0: keep)"
+
+// parseRetention parses a duration as time.ParseDuration does, also
+// accepting the units d (24h) and w (7 days), alone or combined with the
+// others: "7d", "1w2d", "1d12h30m". Days are 24 hours: retention counts
+// elapsed time, not calendar days.
+func parseRetention(s string) (time.Duration, error) {
+	in := s
+	neg := strings.HasPrefix(s, "-")
+	s = strings.TrimPrefix(strings.TrimPrefix(s, "-"), "+")
+	if s == "" {
+		return 0, fmt.Errorf("%q: want a duration such as 7d, 1w2d or 36h", in)
+	}
+	var total time.Duration
+	for s != "" {
+		i := 0
+		for i < len(s) && (s[i] >= '0' && s[i] <= '9' || s[i] == '.') {
+			i++
+		}
+		j := i
+		for j < len(s) && !(s[j] >= '0' && s[j] <= '9' || s[j] == '.') {
+			j++
+		}
+		num, unit := s[:i], s[i:j]
+		s = s[j:]
+		var d time.Duration
+		switch unit {
+		case "d", "w":
+			days, err := strconv.ParseFloat(num, 64)
+			if err != nil || num == "" {
+				return 0, fmt.Errorf("%q: want a duration such as 7d, 1w2d or 36h", in)
+			}
+			if unit == "w" {
+				days *= 7
+			}
+			h := days * float64(24*time.Hour)
+			if h > float64(math.MaxInt64) {
+				return 0, fmt.Errorf("%q: too long", in)
+			}
+			d = time.Duration(h)
+		default:
+			var err error
+			if d, err = time.ParseDuration(num + unit); err != nil {
+				return 0, fmt.Errorf("%q: want a duration such as 7d, 1w2d or 36h (units w, d, h, m, s, ms)", in)
+			}
+		}
+		if total > math.MaxInt64-d {
+			return 0, fmt.Errorf("%q: too long", in)
+		}
+		total += d
+	}
+	if neg {
+		total = -total
+	}
+	return total, nil
 }

@@ -50,7 +50,7 @@ func topicAlterCmd() *cobra.Command {
 	}
 	cf.register(cmd)
 	f := cmd.Flags()
-	f.DurationVar(&af.retention, "retention", 0, "drop data older than this (0: keep)")
+	f.Var(retentionFlag{&af.retention}, "retention", retentionHelp)
 	f.Int64Var(&af.retentionBytes, "retention-bytes", 0, "drop the oldest data beyond this many bytes per partition per node (0: no limit)")
 	f.DurationVar(&af.readDelay, "read-delay", 0, "D: readers propose scans this far behind their clock (at least every accept window in force)")
 	f.DurationVar(&af.accept, "accept-window", 0, "A: nodes refuse offsets older than now-A (takes effect "+raidq.AlterLead.String()+" ahead)")
