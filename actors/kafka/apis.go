@@ -102,7 +102,7 @@ func (c *conn) handle(req *kafkawire.Request) kmsg.Response {
 	case *kmsg.FetchRequest:
 		return c.fetch(ctx, r)
 	case *kmsg.ListOffsetsRequest:
-		return c.listOffsets(r)
+		return c.listOffsets(ctx, r)
 	case *kmsg.CreateTopicsRequest:
 		return c.createTopics(ctx, r)
 	case *kmsg.DeleteTopicsRequest:

@@ -10,6 +10,7 @@ import (
 
 	"github.com/raidq/raidq"
 	"github.com/raidq/raidq/bus/kafkawire"
+	"github.com/raidq/raidq/bus/meta"
 )
 
 // Fetch bounds.
@@ -20,7 +21,8 @@ const (
 
 // fetchPart is one partition of a fetch being answered.
 type fetchPart struct {
-	topic string
+	topic *meta.Topic
+	part  int
 	rp    *kmsg.FetchResponseTopicPartition
 	s     *session
 	off   int64
@@ -43,13 +45,13 @@ func (c *conn) fetch(ctx context.Context, r *kmsg.FetchRequest) kmsg.Response {
 		maxBytes = maxFetchBytes
 	}
 	for {
-		size, n, arrived := c.fill(parts, maxBytes, r.Version)
+		size, n, arrived := c.fill(ctx, parts, maxBytes)
 		if size >= int(r.MinBytes) && (size > 0 || r.MinBytes <= 0) || len(arrived) == 0 {
 			c.g.m.Records("fetched", n)
 			return resp
 		}
 		if !waitAny(ctx, deadline.C, arrived) {
-			_, n, _ = c.fill(parts, maxBytes, r.Version)
+			_, n, _ = c.fill(ctx, parts, maxBytes)
 			c.g.m.Records("fetched", n)
 			return resp
 		}
@@ -71,49 +73,51 @@ func (c *conn) fetchParts(r *kmsg.FetchRequest, resp *kmsg.FetchResponse) []fetc
 			*rp = kmsg.NewFetchResponseTopicPartition()
 			rp.RecordBatches = []byte{}
 			rp.Partition, rp.HighWatermark, rp.LastStableOffset, rp.LogStartOffset = p.Partition, -1, -1, -1
-			s, code := c.session(t.Topic, p.Partition, p.FetchOffset)
+			s, mt, code := c.session(t.Topic, p.Partition, p.FetchOffset)
 			if code != 0 {
 				rp.ErrorCode = code
 				continue
 			}
-			parts = append(parts, fetchPart{topic: t.Topic, rp: rp, s: s, off: p.FetchOffset, max: int(p.PartitionMaxBytes)})
+			parts = append(parts, fetchPart{topic: mt, part: int(p.Partition), rp: rp, s: s, off: p.FetchOffset, max: int(p.PartitionMaxBytes)})
 		}
 	}
 	return parts
 }
 
 // session finds or starts the read session for a fetch of topic/part at off.
-func (c *conn) session(topic string, part int32, off int64) (*session, int16) {
+func (c *conn) session(topic string, part int32, off int64) (*session, *meta.Topic, int16) {
 	if !c.allowed(OpConsume, topic) {
-		return nil, kerr.TopicAuthorizationFailed.Code
+		return nil, nil, kerr.TopicAuthorizationFailed.Code
 	}
 	t, err := c.g.cat.Topic(topic)
 	if err != nil || part < 0 || int(part) >= t.Partitions {
-		return nil, kerr.UnknownTopicOrPartition.Code
+		return nil, nil, kerr.UnknownTopicOrPartition.Code
 	}
 	if !t.Params.Gridded() {
-		return nil, kerr.InvalidTopicException.Code
+		return nil, nil, kerr.InvalidTopicException.Code
 	}
 	// An offset beyond what any node can accept yet is out of range, so
 	// the client resets (auto.offset.reset) rather than waiting forever.
 	if off < 0 || off > timeOffset(time.Now().Add(t.Params.FutureBound+time.Minute), t.Params.Grid) {
-		return nil, kerr.OffsetOutOfRange.Code
+		return nil, nil, kerr.OffsetOutOfRange.Code
 	}
-	s, err := c.g.fetches.get(sessionKey{conn: c, topic: topic, part: int(part)}, t.Params.Grid, t.Params.ReadDelay, off)
+	s, err := c.g.fetches.get(sessionKey{conn: c, topic: topic, part: int(part)}, t.Params.Grid, off)
 	if err != nil {
 		c.log.Warn("kafka gateway: cannot start a partition reader", "topic", topic, "partition", part, "err", err)
 		if errors.Is(err, ErrTooManySessions) {
-			return nil, kerr.PolicyViolation.Code
+			return nil, nil, kerr.PolicyViolation.Code
 		}
-		return nil, sendErr(err)
+		return nil, nil, sendErr(err)
 	}
-	return s, 0
+	return s, t, 0
 }
 
 // fill (re)builds every partition's records from its session and
 // returns the bytes and records given and the channels that signal more
-// records for the partitions still empty.
-func (c *conn) fill(parts []fetchPart, maxBytes int, version int16) (int, int, []<-chan struct{}) {
+// records for the partitions still empty. The high watermark is the
+// partition's tail (tail.go), at least the offset after the newest record
+// the session holds.
+func (c *conn) fill(ctx context.Context, parts []fetchPart, maxBytes int) (int, int, []<-chan struct{}) {
 	total, records := 0, 0
 	var arrived []<-chan struct{}
 	for i := range parts {
@@ -122,10 +126,11 @@ func (c *conn) fill(parts []fetchPart, maxBytes int, version int16) (int, int, [
 		if budget <= 0 || budget > maxBytes-total {
 			budget = maxBytes - total
 		}
-		msgs, high, ch, err := fp.s.take(fp.off, max(budget, 1))
+		msgs, seen, ch, err := fp.s.take(fp.off, max(budget, 1))
 		rp := fp.rp
+		high := c.g.tails.high(ctx, fp.topic, fp.part, seen)
 		rp.HighWatermark, rp.LastStableOffset = high, high
-		rp.LogStartOffset = c.logStart(fp.topic)
+		rp.LogStartOffset = c.logStart(fp.topic.Name)
 		if err != nil {
 			rp.ErrorCode, rp.RecordBatches = sendErr(err), []byte{}
 			continue

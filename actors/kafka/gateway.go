@@ -135,6 +135,7 @@ type Gateway struct {
 	groups    *Coordinator
 	prods     *producers
 	fetches   *sessions
+	tails     *tails
 	idem      *idempotence
 	merge     *merger
 	// auths bounds concurrent password checks (bcrypt costs ~50 ms of
@@ -202,6 +203,9 @@ func (g *Gateway) start(ctx context.Context) error {
 	}
 	g.prods = newProducers(g.cfg.Client, g.cfg.ProduceTimeout)
 	g.fetches = newSessions(g.cfg.Client, g.log, g.m)
+	if g.tails, err = newTails(g.cfg.Client.Conn(), g.cfg.Cluster, g.log); err != nil {
+		return fmt.Errorf("kafka gateway: %w", err)
+	}
 	g.idem = newIdempotence()
 	g.merge = newMerger(g.prods, g.cfg.ProduceTimeout, g.log)
 	return nil

@@ -1,6 +1,8 @@
 package kafka
 
 import (
+	"context"
+	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -46,29 +48,44 @@ const (
 	listMaxTimestamp = -3
 )
 
+// listOffsetsAtOnce bounds the partitions of one ListOffsets request
+// looked up at once (kadm asks for every partition of every topic).
+const listOffsetsAtOnce = 16
+
 // listOffsets answers earliest (the topic's creation or retention
-// floor), latest (now minus the read delay: every record committed
-// after this answer lands at or above it) and by timestamp (the first
+// floor), latest (the offset after the last record below the read
+// frontier, the partition's tail: tail.go) and by timestamp (the first
 // offset at or after it, since offsets are time). A timestamp in the
 // future has no offset yet (-1), as in Kafka.
-func (c *conn) listOffsets(r *kmsg.ListOffsetsRequest) kmsg.Response {
+func (c *conn) listOffsets(ctx context.Context, r *kmsg.ListOffsetsRequest) kmsg.Response {
 	resp := r.ResponseKind().(*kmsg.ListOffsetsResponse)
 	now := time.Now()
-	for _, t := range r.Topics {
-		rt := kmsg.NewListOffsetsResponseTopic()
+	sem := make(chan struct{}, listOffsetsAtOnce)
+	var wg sync.WaitGroup
+	resp.Topics = make([]kmsg.ListOffsetsResponseTopic, len(r.Topics))
+	for i, t := range r.Topics {
+		rt := &resp.Topics[i]
+		*rt = kmsg.NewListOffsetsResponseTopic()
 		rt.Topic = t.Topic
-		for _, p := range t.Partitions {
-			rp := kmsg.NewListOffsetsResponseTopicPartition()
+		rt.Partitions = make([]kmsg.ListOffsetsResponseTopicPartition, len(t.Partitions))
+		for j, p := range t.Partitions {
+			rp := &rt.Partitions[j]
+			*rp = kmsg.NewListOffsetsResponseTopicPartition()
 			rp.Partition, rp.Timestamp, rp.Offset, rp.LeaderEpoch = p.Partition, -1, -1, 0
-			rp.ErrorCode = c.listOffset(t.Topic, p.Partition, p.Timestamp, now, &rp)
-			rt.Partitions = append(rt.Partitions, rp)
+			wg.Add(1)
+			sem <- struct{}{}
+			go func() {
+				defer wg.Done()
+				defer func() { <-sem }()
+				rp.ErrorCode = c.listOffset(ctx, t.Topic, p.Partition, p.Timestamp, now, rp)
+			}()
 		}
-		resp.Topics = append(resp.Topics, rt)
 	}
+	wg.Wait()
 	return resp
 }
 
-func (c *conn) listOffset(topic string, part int32, ts int64, now time.Time, rp *kmsg.ListOffsetsResponseTopicPartition) int16 {
+func (c *conn) listOffset(ctx context.Context, topic string, part int32, ts int64, now time.Time, rp *kmsg.ListOffsetsResponseTopicPartition) int16 {
 	if !c.allowed(OpDescribe, topic) && !c.allowed(OpConsume, topic) {
 		return kerr.TopicAuthorizationFailed.Code
 	}
@@ -80,9 +97,12 @@ func (c *conn) listOffset(topic string, part int32, ts int64, now time.Time, rp 
 	if !t.Params.Gridded() {
 		return kerr.InvalidTopicException.Code
 	}
-	latest := timeOffset(now.Add(-t.Params.ReadDelay), g)
 	switch ts {
 	case listLatest, listMaxTimestamp:
+		latest, err := c.g.tails.latest(ctx, t, int(part), pollFor(t))
+		if err != nil {
+			return kerr.OffsetNotAvailable.Code
+		}
 		rp.Offset = latest
 	case listEarliest:
 		rp.Offset = c.logStart(topic)

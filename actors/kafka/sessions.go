@@ -50,14 +50,11 @@ type session struct {
 	bufBytes int
 	floor    int64 // the last fetch's offset: nothing below it is kept
 	high     int64 // Kafka offset after the newest record buffered (or floor)
+	seen     int64 // Kafka offset after the newest record buffered (0: none yet)
 	used     time.Time
 	arrived  chan struct{} // closed (and replaced) when records arrive
 	closed   bool
 	err      error
-	grid     uint64
-	delay    time.Duration // the topic's read delay D
-	lastIn   time.Time     // when a record last reached the buffer
-	started  time.Time     // when the session started
 
 	doubt     map[uint64]bool // unresolved in-doubt stripe offsets at or above high
 	held      []raidq.Message // decoded records above the lowest in-doubt offset
@@ -65,11 +62,9 @@ type session struct {
 	heldSince time.Time
 }
 
-func startSession(c *raidq.Client, topic string, part int, grid uint64, delay time.Duration, off int64, log *slog.Logger) (*session, error) {
+func startSession(c *raidq.Client, topic string, part int, grid uint64, off int64, log *slog.Logger) (*session, error) {
 	pos := position(off, grid)
-	now := time.Now()
-	s := &session{log: log, floor: off, high: off, used: now, lastIn: now, started: now, arrived: make(chan struct{}),
-		grid: grid, delay: delay, doubt: map[uint64]bool{}}
+	s := &session{log: log, floor: off, high: off, used: time.Now(), arrived: make(chan struct{}), doubt: map[uint64]bool{}}
 	cons, err := c.Consumer(topic, raidq.WithPartitions(part), raidq.WithStart(time.Unix(0, int64(pos.Offset))),
 		raidq.WithBuffer(1024), raidq.WithReports(s.report))
 	if err != nil {
@@ -139,8 +134,7 @@ func (s *session) add(m raidq.Message) {
 	}
 	s.buf = append(s.buf, m)
 	s.bufBytes += msgSize(&m)
-	s.high = off + 1
-	s.lastIn = time.Now()
+	s.high, s.seen = off+1, off+1
 	close(s.arrived)
 	s.arrived = make(chan struct{})
 }
@@ -219,8 +213,10 @@ func (s *session) covers(off int64) bool {
 }
 
 // take drops what lies below off (the client has it) and returns the
-// buffered records from off on, up to maxBytes (at least one), the high
-// watermark, and a channel closed when more arrive.
+// buffered records from off on, up to maxBytes (at least one), the offset
+// after the newest record the session holds or gave (0: none; the high
+// watermark is at least that, tail.go), and a channel closed when more
+// arrive.
 func (s *session) take(off int64, maxBytes int) ([]raidq.Message, int64, <-chan struct{}, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -246,29 +242,7 @@ func (s *session) take(off int64, maxBytes int) ([]raidq.Message, int64, <-chan 
 		size += sz
 		n++
 	}
-	return s.buf[:n:n], s.watermark(), s.arrived, s.err
-}
-
-// caughtUpQuiet is how long no record may have arrived before a caught-up
-// session reports its newest record as the high watermark: records the
-// reader handed over may still be on their way through the consumer.
-const caughtUpQuiet = 100 * time.Millisecond
-
-// watermark is the high watermark the fetch reports: the offset after the
-// newest record buffered once the reader has handed over everything up
-// to the session's start (every record acked before the client began
-// reading: so kcat -e exits after them, about D after it starts) and is
-// within a second of now - D, with nothing arriving; else the newest
-// offset that can hold records (now - D), so a client behind the reader
-// does not take itself for caught up. Records acked in the last D are
-// not counted yet. Called with s.mu held.
-func (s *session) watermark() int64 {
-	now := time.Now()
-	if lag := s.cons.Lag(); len(lag) == 1 && lag[0].Behind < time.Second && !lag[0].ReadTo.Before(s.started) &&
-		now.Sub(s.lastIn) >= caughtUpQuiet {
-		return s.high
-	}
-	return max(s.high, timeOffset(now.Add(-s.delay), s.grid))
+	return s.buf[:n:n], s.seen, s.arrived, s.err
 }
 
 func (s *session) idle(now time.Time) bool {
@@ -305,7 +279,7 @@ func newSessions(c *raidq.Client, log *slog.Logger, m *metrics.Kafka) *sessions 
 
 // get returns the session of k that continues at off, starting one
 // (and closing the one it replaces) if none does.
-func (ss *sessions) get(k sessionKey, grid uint64, delay time.Duration, off int64) (*session, error) {
+func (ss *sessions) get(k sessionKey, grid uint64, off int64) (*session, error) {
 	ss.mu.Lock()
 	old := ss.byKey[k]
 	if old != nil && old.covers(off) {
@@ -322,7 +296,7 @@ func (ss *sessions) get(k sessionKey, grid uint64, delay time.Duration, off int6
 		old.close()
 		ss.m.Sessions(-1)
 	}
-	s, err := startSession(ss.c, k.topic, k.part, grid, delay, off, ss.log)
+	s, err := startSession(ss.c, k.topic, k.part, grid, off, ss.log)
 	if err != nil {
 		return nil, err
 	}

@@ -8,7 +8,7 @@ import (
 )
 
 func heldSession(t *testing.T) *session {
-	return &session{log: testkit.Logger(t, 0), arrived: make(chan struct{}), doubt: map[uint64]bool{}, grid: 1024}
+	return &session{log: testkit.Logger(t, 0), arrived: make(chan struct{}), doubt: map[uint64]bool{}}
 }
 
 func rec(off uint64, idx uint32, late bool) raidq.Message {
