@@ -68,6 +68,9 @@ type Client struct {
 	watched *meta.WatchedCatalog // the KV-watched catalog this client started, if any
 	cluster string
 	dialer  *nodeDialer // direct node connections (direct.go); nil: none
+	// refusals hands the permission violations of the client's
+	// connections to the operations they end (refusals.go).
+	refusals *refusalHub
 
 	closeOnce sync.Once
 }
@@ -141,7 +144,8 @@ func buildOptions(opts []Option) options {
 // newClient builds the client: it binds the cluster's metadata in
 // JetStream KV and watches its topics.
 func newClient(nc *nats.Conn, o options) (*Client, error) {
-	c := &Client{nc: nc, logger: o.logger, cluster: o.cluster}
+	c := &Client{nc: nc, logger: o.logger, cluster: o.cluster, refusals: newRefusalHub(o.cluster)}
+	c.refusals.install(nc)
 	ctx, cancel := context.WithTimeout(context.Background(), o.timeout)
 	defer cancel()
 	m, err := meta.Open(ctx, nc, o.cluster, meta.Options{Timeout: o.timeout, Logger: o.logger})
@@ -156,7 +160,7 @@ func newClient(nc *nats.Conn, o options) (*Client, error) {
 	c.watched = cat
 	cfg := actors.ClientConfig{Cluster: o.cluster, Conn: nc, Catalog: cat, Logger: o.logger, Now: o.now, Metrics: o.metrics}
 	if o.direct != nil && *o.direct && o.dialOpt != nil {
-		c.dialer = newNodeDialer(c.meta, nc, o.dialOpt, o.logger)
+		c.dialer = newNodeDialer(c.meta, nc, o.dialOpt, o.logger, c.refusals)
 		cfg.NodeConn = c.dialer.conn
 	}
 	cc, err := actors.NewClient(cfg)

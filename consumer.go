@@ -133,7 +133,9 @@ func readReport(topic string, p int, out core.Output) (ReadReport, bool) {
 // server lost (the connection moves to another URL), the metadata KV
 // stalled. It retries, keeps delivering what it safely can and logs each
 // change of state once. It ends only on Close, or on a fatal error (the
-// topic deleted, permission refused), which Next and Err return.
+// topic deleted; permission refused: ErrPermissionDenied, a
+// *PermissionError, as soon as the cluster refuses one of its scans or,
+// in a group, its keys), which Next and Err return.
 type Consumer struct {
 	c     *Client
 	topic string
@@ -151,6 +153,7 @@ type Consumer struct {
 	fatal   error       // set once, before quit closes; guarded by mu
 	from    uint64      // where the plain readers started (unix ns; Lag); guarded by mu
 	unlag   func()      // ends the lag gauge's reporting (consumer_lag.go)
+	unwatch func()      // ends the refusals watch (refusals.go)
 }
 
 // Consumer starts reading topic.
@@ -195,6 +198,12 @@ func newConsumer(c *Client, topic string, opts consumerConfig) *Consumer {
 	cons := &Consumer{c: c, topic: topic, opts: opts, buf: make(chan Message, opts.Buffer), ch: make(chan Message),
 		quit: make(chan struct{}), fwdDone: make(chan struct{})}
 	cons.reportLag()
+	// A refused scan, delivery subscription or group key is reported on
+	// the connection, not answered: end the consumer with it (the readers
+	// would only stall, the member's heartbeats time out).
+	cons.unwatch = c.refusals.watch(c.refusals.consumerSubjects(topic, opts.Group), func(pe *PermissionError) {
+		cons.fail(fmt.Errorf("consumer of topic %s: %w", topic, pe))
+	})
 	go cons.forward()
 	return cons
 }
@@ -400,5 +409,6 @@ func (c *Consumer) Close() error {
 	<-c.fwdDone
 	c.stopReaders()
 	c.unlag()
+	c.unwatch()
 	return c.Err()
 }

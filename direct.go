@@ -32,6 +32,7 @@ type nodeDialer struct {
 	main *nats.Conn
 	opts []nats.Option
 	log  *slog.Logger
+	hub  *refusalHub // the client's: a node's server refuses like the main one
 
 	mu     sync.Mutex
 	urls   map[string]string // node id -> client URL, from the member records
@@ -39,8 +40,8 @@ type nodeDialer struct {
 	closed bool
 }
 
-func newNodeDialer(m *meta.Store, main *nats.Conn, opts []nats.Option, log *slog.Logger) *nodeDialer {
-	return &nodeDialer{meta: m, main: main, opts: opts, log: log, urls: make(map[string]string),
+func newNodeDialer(m *meta.Store, main *nats.Conn, opts []nats.Option, log *slog.Logger, hub *refusalHub) *nodeDialer {
+	return &nodeDialer{meta: m, main: main, opts: opts, log: log, hub: hub, urls: make(map[string]string),
 		conns: make(map[string]*nats.Conn)}
 }
 
@@ -92,6 +93,7 @@ func (d *nodeDialer) conn(node string) *nats.Conn {
 			d.log.Info("direct node connection failed; reaching the node through the main connection", "node", node, "url", u, "err", err)
 		} else {
 			nc = c
+			d.hub.install(nc)
 		}
 	}
 	d.conns[node] = nc // nil too: do not dial again

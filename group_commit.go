@@ -180,7 +180,7 @@ func (g *groupState) commitAll() {
 		parts = append(parts, part)
 	}
 	g.mu.Unlock()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*GroupInterval)
+	ctx, cancel := context.WithTimeout(g.base, 2*GroupInterval)
 	defer cancel()
 	for _, part := range parts {
 		err := g.commit(ctx, part, g.processedOf(part))

@@ -84,6 +84,12 @@ type groupState struct {
 	from    time.Time // zero: earliest
 	auto    time.Duration
 	session time.Duration
+	// base is the context of every metadata call of the membership: it
+	// ends, with the *PermissionError as its cause, when the cluster
+	// refuses the group's keys (refusals.go), so no call waits out its
+	// timeout on a refusal; unwatch ends that watch.
+	base    context.Context
+	unwatch func()
 
 	// Owned by the loop goroutine (run).
 	epoch     time.Time // the core's clock: monotonic ns since epoch
@@ -166,12 +172,19 @@ func (c *Client) groupConsumer(t *meta.Topic, opts consumerConfig) (*Consumer, e
 		quit: make(chan struct{}), done: make(chan struct{}), resume: make(chan struct{}), handCh: make(chan struct{})}
 	close(g.resume)
 	g.live = core.NewLiveness(g.now())
+	base, refuse := context.WithCancelCause(context.Background())
+	g.base = base
+	g.unwatch = c.refusals.watch(c.refusals.groupSubjects(t.Name, g.group), func(pe *PermissionError) { refuse(pe) })
 	// Join: a refusal (permissions) fails here, clearly; a metadata stall
 	// does not: the member retries in its loop.
-	ctx, cancel := context.WithTimeout(context.Background(), GroupInterval*3)
+	ctx, cancel := context.WithTimeout(g.base, GroupInterval*3)
 	err := store.GroupHeartbeat(ctx, g.group, t.Name, g.member, time.Now(), g.session)
 	cancel()
+	if err != nil {
+		err = g.refusal(err)
+	}
 	if err != nil && refused(err) {
+		g.unwatch()
 		return nil, fmt.Errorf("consumer group %q: join: %w", g.group, err)
 	}
 	if err != nil {
@@ -202,6 +215,15 @@ func kafkaNameFree(c *Client, store *meta.Store, group string) error {
 		c.logger.Warn("consumer group: could not check the name against Kafka groups; starting", "group", group, "err", err)
 	}
 	return nil
+}
+
+// refusal is err, or the refusal of the group's keys that ended the call.
+func (g *groupState) refusal(err error) error {
+	var pe *PermissionError
+	if errors.As(context.Cause(g.base), &pe) {
+		return pe
+	}
+	return err
 }
 
 // refused: the cluster said no (permissions), as opposed to not answering.
@@ -256,10 +278,13 @@ func (g *groupState) setTrouble(state string, err error) {
 
 // round heartbeats, lists the members and positions, and moves partitions.
 func (g *groupState) round() {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*GroupInterval)
+	ctx, cancel := context.WithTimeout(g.base, 2*GroupInterval)
 	sent := time.Now()
 	err := g.store.GroupHeartbeat(ctx, g.group, g.c.topic, g.member, sent, g.session)
 	cancel()
+	if err != nil {
+		err = g.refusal(err)
+	}
 	beat := err == nil
 	if beat {
 		// From when it was sent: the others may have seen it from then on.
@@ -270,7 +295,7 @@ func (g *groupState) round() {
 	} else {
 		g.setTrouble("heartbeat failed", err)
 	}
-	ctx, cancel = context.WithTimeout(context.Background(), 3*GroupInterval)
+	ctx, cancel = context.WithTimeout(g.base, 3*GroupInterval)
 	defer cancel()
 	beats, err := g.store.GroupBeats(ctx, g.group, g.c.topic)
 	if err != nil {
@@ -558,7 +583,7 @@ func (g *groupState) release(ctx context.Context, part *groupPart) {
 	g.stopPart(part)
 	g.waitInHand(part)
 	// A fresh bound: the wait may have used up most of the round's.
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*GroupInterval)
+	ctx, cancel := context.WithTimeout(g.base, 2*GroupInterval)
 	defer cancel()
 	g.finishRelease(ctx, part)
 }
@@ -678,11 +703,12 @@ func (g *groupState) stop(crash bool) {
 	for _, part := range parts {
 		g.stopPart(part)
 	}
+	defer g.unwatch()
 	if crash {
 		return
 	}
 	g.idle() // the application is done with what it took
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(g.base, 5*time.Second)
 	defer cancel()
 	for _, part := range parts {
 		g.finishRelease(ctx, part)

@@ -61,6 +61,7 @@ type Producer struct {
 	closeTimeout time.Duration
 	closeOnce    sync.Once
 	closeErr     error
+	unwatch      func() // stops the refusals watch (refusals.go)
 }
 
 // Producer returns a producer for topic.
@@ -76,11 +77,19 @@ func (c *Client) Producer(topic string, opts ...ProducerOption) (*Producer, erro
 	if err != nil {
 		return nil, err
 	}
-	return &Producer{p: p, topic: topic, closeTimeout: pc.closeTimeout}, nil
+	// A refused write is reported on the connection, not answered: fail
+	// the sends waiting for an outcome with it instead of retrying them
+	// into a timeout.
+	unwatch := c.refusals.watch(c.refusals.producerSubjects(topic), func(pe *PermissionError) {
+		p.Refuse(fmt.Errorf("send to %s: %w", topic, pe))
+	})
+	return &Producer{p: p, topic: topic, closeTimeout: pc.closeTimeout, unwatch: unwatch}, nil
 }
 
 // Send writes m and blocks until it is committed (W nodes hold its
-// stripe's shards durably) or fails. The partition is chosen by key hash,
+// stripe's shards durably) or fails. A topic the user may not write fails
+// it with ErrPermissionDenied (a *PermissionError) as soon as the cluster
+// refuses the write. The partition is chosen by key hash,
 // else sticky round-robin; m.Partition must be 0 (SendTo picks one).
 // When ctx ends first the error wraps ctx.Err() and the message may still
 // be committed.
@@ -241,6 +250,7 @@ func (p *Producer) Close() error {
 		ctx, cancel := context.WithTimeout(context.Background(), p.closeTimeout)
 		defer cancel()
 		p.closeErr = p.p.Close(ctx)
+		p.unwatch()
 	})
 	return p.closeErr
 }

@@ -59,6 +59,14 @@ var (
 	// a limit of the batch format; a batch of no messages or more than a
 	// stripe holds, or to a partition out of range).
 	ErrInvalidMessage = actors.ErrInvalidMessage
+	// ErrPermissionDenied: the cluster refused this user a subject the
+	// operation needs (docs/security.md, "Refusals"): a producer's sends
+	// to a topic it may not write, a consumer of a topic it may not read
+	// or in a group its groups: list lacks, a topic change without the
+	// admin role. The error is a *PermissionError naming the user, the
+	// subject and what the auth file lacks; it also matches
+	// nats.ErrPermissionViolation.
+	ErrPermissionDenied = errors.New("permission denied")
 	// ErrPending: SendFuture.Result was called before the outcome was known.
 	ErrPending = errors.New("send still pending")
 )

@@ -48,10 +48,16 @@ func topicInfo(r meta.TopicRecord) TopicInfo {
 
 // CreateTopic creates a topic; ensembles are drawn from the live nodes.
 // Invalid parameters fail with an error wrapping ErrInvalidParams that
-// names the rule (e.g. "W must be > n/2").
+// names the rule (e.g. "W must be > n/2"); a user without the admin role
+// with ErrPermissionDenied as soon as the cluster refuses the write. So do
+// AlterTopic, AddPartitions and DeleteTopic.
 func (c *Client) CreateTopic(ctx context.Context, tc TopicConfig) (TopicInfo, error) {
-	r, err := c.meta.CreateTopic(ctx, meta.TopicSpec{Name: tc.Name, Partitions: tc.Partitions, Params: tc.Params,
-		Retention: tc.Retention, RetentionBytes: tc.RetentionBytes}, time.Now())
+	var r meta.TopicRecord
+	err := c.Refusable(ctx, c.refusals.topicSubjects(tc.Name), func(ctx context.Context) (err error) {
+		r, err = c.meta.CreateTopic(ctx, meta.TopicSpec{Name: tc.Name, Partitions: tc.Partitions, Params: tc.Params,
+			Retention: tc.Retention, RetentionBytes: tc.RetentionBytes}, time.Now())
+		return err
+	})
 	if err != nil {
 		return TopicInfo{}, fmt.Errorf("create topic %q: %w", tc.Name, err)
 	}
@@ -82,7 +88,9 @@ func (c *Client) Topic(ctx context.Context, name string) (TopicInfo, error) {
 
 // DeleteTopic deletes a topic's metadata; nodes stop accepting its writes.
 func (c *Client) DeleteTopic(ctx context.Context, name string) error {
-	return c.meta.DeleteTopic(ctx, name)
+	return c.Refusable(ctx, c.refusals.topicSubjects(name), func(ctx context.Context) error {
+		return c.meta.DeleteTopic(ctx, name)
+	})
 }
 
 // WaitTopic waits until the client's catalog knows the topic (a topic

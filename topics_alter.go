@@ -45,8 +45,12 @@ const AlterLead = time.Duration(meta.AlterLead)
 // accept window before the first is in force with ErrAlterPending, a read
 // delay below a window in force with ErrAlterOrder.
 func (c *Client) AlterTopic(ctx context.Context, name string, ch TopicChange) (TopicInfo, error) {
-	r, err := c.meta.AlterTopic(ctx, name, meta.TopicChange{Retention: ch.Retention, RetentionBytes: ch.RetentionBytes,
-		ReadDelay: ch.ReadDelay, AcceptWindow: ch.AcceptWindow}, time.Now)
+	var r meta.TopicRecord
+	err := c.Refusable(ctx, c.refusals.topicSubjects(name), func(ctx context.Context) (err error) {
+		r, err = c.meta.AlterTopic(ctx, name, meta.TopicChange{Retention: ch.Retention, RetentionBytes: ch.RetentionBytes,
+			ReadDelay: ch.ReadDelay, AcceptWindow: ch.AcceptWindow}, time.Now)
+		return err
+	})
 	if err != nil {
 		return TopicInfo{}, fmt.Errorf("alter topic %q: %w", name, err)
 	}
@@ -58,7 +62,11 @@ func (c *Client) AlterTopic(ctx context.Context, name string, ch TopicChange) (T
 // count, so a key's later messages may go to another partition than its
 // earlier ones (as in Kafka).
 func (c *Client) AddPartitions(ctx context.Context, name string, count int) (TopicInfo, error) {
-	r, err := c.meta.AddPartitions(ctx, name, count, time.Now())
+	var r meta.TopicRecord
+	err := c.Refusable(ctx, c.refusals.topicSubjects(name), func(ctx context.Context) (err error) {
+		r, err = c.meta.AddPartitions(ctx, name, count, time.Now())
+		return err
+	})
 	if err != nil {
 		return TopicInfo{}, fmt.Errorf("add partitions to %q: %w", name, err)
 	}

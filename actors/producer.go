@@ -81,6 +81,9 @@ type produceBatch struct {
 }
 
 type flushReq struct{ done chan struct{} }
+
+// producerRefused: the cluster refused the producer's writes (Refuse).
+type producerRefused struct{ err error }
 type lingerFire struct {
 	partition int
 	gen       uint64
@@ -183,6 +186,16 @@ func (p *Producer) Send(rec stripe.Record, partition int, cb func(SendResult)) {
 // to the producer until cb.
 func (p *Producer) SendBatch(recs []stripe.Record, partition int, id stripe.ID, cb func(SendResult)) {
 	p.c.system.Root.Send(p.pid, &produceBatch{recs: recs, partition: partition, id: id, cb: cb})
+}
+
+// Refuse fails every record of the producer without an outcome yet with
+// err: the cluster refused its writes (a permission violation on the
+// topic's slot subjects, which the server reports on the connection, not
+// in a reply). The stripes already sent are not sent again. Records sent
+// after it are written as usual (and, while the refusal lasts, refused
+// again by the next violation their writes bring).
+func (p *Producer) Refuse(err error) {
+	p.c.system.Root.Send(p.pid, &producerRefused{err: err})
 }
 
 // MaxBatchRecords is how many records one stripe of the topic may hold

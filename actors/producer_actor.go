@@ -49,6 +49,9 @@ type inflight struct {
 	shards    []stripe.Shard // encoded for the first attempt's offset
 	released  bool           // its in-flight slot was freed (at ack or failure)
 	committed uint64         // the offset it was acked at; 0: not (yet)
+	// refused: its records failed with this refusal (producerActor.refuse);
+	// its attempts are no longer sent, so the writer gives it up.
+	refused error
 	// settled, if set, is called once the writer holds nothing more of
 	// the stripe (core.Done), or when the producer stops first (re-append
 	// mode: Client.Reappend waits for it).
@@ -160,6 +163,8 @@ func (a *producerActor) Receive(ctx actor.Context) {
 		}
 	case *LinkResult:
 		a.onResult(ctx, m)
+	case *producerRefused:
+		a.refuse(ctx, m.err)
 	case *flushReq:
 		for i := range a.parts {
 			a.closeBatch(ctx, i)
@@ -313,6 +318,10 @@ func (a *producerActor) rejoin(part int, b *batch, st *inflight) {
 		}
 	case st.b != nil:
 		st.b.cbs = append(st.b.cbs, b.cbs...)
+	case st.refused != nil: // refused, not acked: a retry meets the same refusal
+		for _, cb := range b.cbs {
+			cb(SendResult{Partition: part, Stripe: b.id, Err: st.refused})
+		}
 	default:
 		for _, cb := range b.cbs {
 			cb(SendResult{Partition: part, Pos: core.Position{Offset: st.committed}, Stripe: b.id})
@@ -353,6 +362,9 @@ func (a *producerActor) begin(ctx actor.Context, part int, id stripe.ID, st *inf
 // sendShards sends shard i of an attempt to ensemble[i].
 func (a *producerActor) sendShards(ctx actor.Context, part int, s core.Send) {
 	st := a.stripes[s.ID]
+	if st.refused != nil {
+		return // each attempt would only be refused again; it times out
+	}
 	shards := st.shards
 	if shards[0].Offset != s.Offset {
 		shards = stripe.Reshard(shards, s.Offset)
@@ -527,6 +539,36 @@ func (a *producerActor) checkFlushed() {
 		close(d)
 	}
 	a.flushes = nil
+}
+
+// refuse fails every record without an outcome with err (Refuse): the
+// open and queued batches, and the stripes in flight, whose slots in the
+// pipeline are freed; the writer keeps those stripes until it gives them
+// up, but they are not sent again. A stripe acked already keeps its
+// outcome.
+func (a *producerActor) refuse(ctx actor.Context, err error) {
+	for i, p := range a.parts {
+		if p.open != nil {
+			p.queue = append(p.queue, p.open)
+			p.open = nil
+		}
+		for _, b := range p.queue {
+			a.finish(b, SendResult{Partition: i, Stripe: b.id, Err: err})
+		}
+		p.queue = nil
+	}
+	for _, st := range a.stripes {
+		if st.b == nil {
+			continue // acked: its outcome stands
+		}
+		recs := len(st.b.cbs)
+		b := st.b
+		st.b, st.refused = nil, err
+		a.finish(b, SendResult{Partition: st.partition, Stripe: b.id, Err: err})
+		a.acked(ctx, st.partition, recs)
+		a.release(ctx, st.partition, st)
+	}
+	a.checkFlushed()
 }
 
 // failAll fails every record without an outcome (the producer is stopping).

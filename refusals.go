@@ -1,0 +1,318 @@
+package raidq
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/url"
+	"regexp"
+	"strings"
+	"sync"
+
+	"github.com/nats-io/nats.go"
+)
+
+// Refusals (docs/security.md, "Refusals"). A NATS server refuses a
+// publish or a subscription the user may not make without failing the
+// call: it sends the connection an asynchronous -ERR, which nats.go hands
+// to the connection's error handler as nats.ErrPermissionViolation, and
+// the request behind it times out. The client's refusalHub listens on each
+// of its connections and hands every refusal to the operations that need
+// the refused subject (a topic's producers, a topic's consumers, a topic
+// create), which end with a *PermissionError at once instead of retrying
+// into timeouts. Operations on other subjects never see it: a producer
+// refused on one topic keeps writing another over the same connection.
+
+// PermissionError is the cluster's refusal of one subject to one user.
+// It matches ErrPermissionDenied and nats.ErrPermissionViolation with
+// errors.Is.
+type PermissionError struct {
+	User    string // the NATS user: its name, public NKey or credentials' name
+	Op      string // "publish" or "subscribe"
+	Subject string // the refused subject
+	What    string // what the subject is for, e.g. "write topic orders"
+	Hint    string // what the auth file lacks
+	Err     error  // the server's refusal, as nats.go reported it
+}
+
+func (e *PermissionError) Error() string {
+	what := e.What
+	if what == "" {
+		what = e.Op + " to " + e.Subject
+	}
+	return fmt.Sprintf("permission denied: user %s may not %s (%s to %q refused by the cluster): %s (docs/security.md)",
+		e.User, what, e.Op, e.Subject, e.Hint)
+}
+
+// Is matches ErrPermissionDenied (and, through Unwrap,
+// nats.ErrPermissionViolation).
+func (e *PermissionError) Is(target error) bool { return target == ErrPermissionDenied }
+
+// Unwrap is the server's refusal (nats.ErrPermissionViolation).
+func (e *PermissionError) Unwrap() error { return e.Err }
+
+// refusalRe finds the operation and subject in the server's -ERR:
+// `Permissions Violation for Publish to "S"`, `... for Subscription to
+// "S"` (maybe followed by ` using queue "Q"`), `... for Publish with Reply
+// of "S"`.
+var refusalRe = regexp.MustCompile(`(?i)for (Publish|Subscription) (to|with Reply of) "([^"]+)"`)
+
+// parseRefusal is the operation and subject of a permission violation
+// reported to an error handler.
+func parseRefusal(err error) (op, subject string, ok bool) {
+	if err == nil || !errors.Is(err, nats.ErrPermissionViolation) {
+		return "", "", false
+	}
+	m := refusalRe.FindStringSubmatch(err.Error())
+	if m == nil {
+		return "", "", false
+	}
+	op = "publish"
+	switch {
+	case strings.EqualFold(m[1], "subscription"):
+		op = "subscribe"
+	case strings.EqualFold(m[2], "with reply of"):
+		op = "receive replies"
+	}
+	return op, m[3], true
+}
+
+// DescribeRefusal explains a permission violation that an error handler
+// of a connection to the cluster received (nats.ErrPermissionViolation):
+// the user (from nc's options), the subject, what it is for and what the
+// auth file lacks. ok is false for any other error.
+func DescribeRefusal(cluster string, nc *nats.Conn, err error) (pe *PermissionError, ok bool) {
+	op, subject, ok := parseRefusal(err)
+	if !ok {
+		return nil, false
+	}
+	pe = &PermissionError{User: connUser(nc), Op: op, Subject: subject, Err: err}
+	pe.What, pe.Hint = explainSubject(cluster, op, subject)
+	return pe, true
+}
+
+// explainSubject says what a refused subject of cluster is for, and which
+// role or list of the auth file (docs/security.md) grants it.
+func explainSubject(cluster, op, subject string) (what, hint string) {
+	tok := strings.Split(subject, ".")
+	rq := len(tok) >= 3 && tok[0] == "raidq" && tok[1] == cluster
+	kvMeta, kvGroups := "$KV.raidq_"+cluster+"_meta.", "$KV.raidq_"+cluster+"_groups."
+	switch {
+	case rq && tok[2] == "slot" && len(tok) == 6:
+		return "write topic " + tok[4], fmt.Sprintf("the auth file must list %s in the user's producer: [...]", tok[4])
+	case rq && tok[2] == "scan" && len(tok) == 6:
+		return "read topic " + tok[4], fmt.Sprintf("the auth file must list %s in the user's consumer: [...]", tok[4])
+	case rq && (tok[2] == "deliver" || tok[2] == "indoubt") && len(tok) >= 4:
+		return "read topic " + tok[3], fmt.Sprintf("the auth file must list %s in the user's consumer: [...]", tok[3])
+	case rq && tok[2] == "status":
+		return "ask the nodes' status", "that needs roles: [admin] in the auth file"
+	case strings.HasPrefix(subject, "$SRV."):
+		return "discover the nodes ($SRV)", "that needs roles: [admin] in the auth file"
+	case strings.HasPrefix(subject, kvMeta+"topic."):
+		t := strings.TrimPrefix(subject, kvMeta+"topic.")
+		return "create, alter or delete topic " + t, "that needs roles: [admin] in the auth file"
+	case strings.HasPrefix(subject, kvGroups+"g."):
+		g := strings.Split(strings.TrimPrefix(subject, kvGroups+"g."), ".")
+		if len(g) >= 2 {
+			return fmt.Sprintf("join or commit in consumer group %s of topic %s", g[0], g[1]),
+				fmt.Sprintf("the auth file must list %s in the user's consumer: [...] and, if the user has a groups: list, %s in it", g[1], g[0])
+		}
+	case strings.HasPrefix(subject, kvMeta+"member.") || strings.HasPrefix(subject, kvGroups+"lease."):
+		return "write node records", "only nodes (roles: [node]) may"
+	case strings.HasPrefix(subject, "_INBOX") && op == "subscribe":
+		return "receive replies on " + subject, "a user receives replies only on _INBOX_<its user name or NKey>: " +
+			"check --inbox-prefix (raidq.WithInboxPrefix)"
+	}
+	return op + " to " + subject, "not permitted for this user"
+}
+
+// connUser names the user nc authenticates as: the user name, the public
+// NKey, the name in the credentials' JWT, or "(anonymous)".
+func connUser(nc *nats.Conn) string {
+	if nc == nil {
+		return "(unknown)"
+	}
+	switch o := &nc.Opts; { // fields set at connect, never written after
+	case o.User != "":
+		return o.User
+	case o.Nkey != "":
+		return o.Nkey
+	case o.UserJWT != nil:
+		if jwt, err := o.UserJWT(); err == nil {
+			if name := jwtName(jwt); name != "" {
+				return name
+			}
+		}
+		return "(credentials file)"
+	case o.Token != "" || o.TokenHandler != nil:
+		return "(token)"
+	}
+	if u, err := url.Parse(nc.ConnectedUrl()); err == nil && u.User != nil && u.User.Username() != "" {
+		return u.User.Username()
+	}
+	return "(anonymous)"
+}
+
+// jwtName is the name (else the subject) of a user JWT, unverified: it
+// only names the user in messages.
+func jwtName(jwt string) string {
+	parts := strings.Split(jwt, ".")
+	if len(parts) != 3 {
+		return ""
+	}
+	b, err := base64.RawURLEncoding.DecodeString(parts[1])
+	if err != nil {
+		return ""
+	}
+	var c struct {
+		Name string `json:"name"`
+		Sub  string `json:"sub"`
+	}
+	if json.Unmarshal(b, &c) != nil {
+		return ""
+	}
+	if c.Name != "" {
+		return c.Name
+	}
+	return c.Sub
+}
+
+// refusalHub dispatches the refusals of a client's connections to the
+// operations that watch the refused subjects.
+type refusalHub struct {
+	cluster string
+
+	mu      sync.Mutex
+	seq     uint64
+	watches map[uint64]refusalWatch
+}
+
+type refusalWatch struct {
+	patterns []string
+	on       func(*PermissionError)
+}
+
+func newRefusalHub(cluster string) *refusalHub {
+	return &refusalHub{cluster: cluster, watches: make(map[uint64]refusalWatch)}
+}
+
+// install chains the hub to nc's error handler (the handler set before,
+// e.g. by nats.ErrorHandler, still receives every error).
+func (h *refusalHub) install(nc *nats.Conn) {
+	prev := nc.ErrorHandler()
+	nc.SetErrorHandler(func(c *nats.Conn, s *nats.Subscription, err error) {
+		if prev != nil {
+			prev(c, s, err)
+		}
+		h.handle(c, err)
+	})
+}
+
+// handle runs on the connection's callback goroutine: the watchers' on
+// functions must not block.
+func (h *refusalHub) handle(nc *nats.Conn, err error) {
+	pe, ok := DescribeRefusal(h.cluster, nc, err)
+	if !ok {
+		return
+	}
+	h.mu.Lock()
+	var hit []func(*PermissionError)
+	for _, w := range h.watches {
+		for _, p := range w.patterns {
+			if subjectMatch(p, pe.Subject) {
+				hit = append(hit, w.on)
+				break
+			}
+		}
+	}
+	h.mu.Unlock()
+	for _, on := range hit {
+		on(pe)
+	}
+}
+
+// watch calls on for every refusal of a subject that one of patterns (NATS
+// wildcards) matches, until the returned stop is called.
+func (h *refusalHub) watch(patterns []string, on func(*PermissionError)) (stop func()) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.seq++
+	id := h.seq
+	h.watches[id] = refusalWatch{patterns: patterns, on: on}
+	return func() {
+		h.mu.Lock()
+		delete(h.watches, id)
+		h.mu.Unlock()
+	}
+}
+
+// subjectMatch reports whether pattern (with * and > wildcards) covers
+// subject. A wildcard token in subject (a refused subscription's) is
+// covered only by a wildcard of pattern.
+func subjectMatch(pattern, subject string) bool {
+	pt, st := strings.Split(pattern, "."), strings.Split(subject, ".")
+	for i, p := range pt {
+		if p == ">" {
+			return len(st) > i
+		}
+		if i >= len(st) {
+			return false
+		}
+		if p != "*" && p != st[i] {
+			return false
+		}
+	}
+	return len(pt) == len(st)
+}
+
+// Subjects an operation needs, by the refusals that end it.
+func (h *refusalHub) producerSubjects(topic string) []string {
+	return []string{"raidq." + h.cluster + ".slot.*." + topic + ".*"}
+}
+
+func (h *refusalHub) consumerSubjects(topic, group string) []string {
+	s := []string{"raidq." + h.cluster + ".scan.*." + topic + ".*", "raidq." + h.cluster + ".indoubt." + topic + ".*",
+		"raidq." + h.cluster + ".deliver." + topic + ".>"}
+	if group != "" {
+		s = append(s, h.groupSubjects(topic, group)...)
+	}
+	return s
+}
+
+func (h *refusalHub) groupSubjects(topic, group string) []string {
+	return []string{"$KV.raidq_" + h.cluster + "_groups.g." + group + "." + topic + ".>"}
+}
+
+func (h *refusalHub) topicSubjects(topic string) []string {
+	return []string{"$KV.raidq_" + h.cluster + "_meta.topic." + topic}
+}
+
+// StatusSubjects are the subjects asking the nodes' status needs (for
+// Client.Refusable): the status requests and the micro service discovery.
+func StatusSubjects(cluster string) []string {
+	return []string{"raidq." + cluster + ".status.*", "$SRV.>"}
+}
+
+// Refusable runs op with a context that is canceled the moment the
+// cluster refuses this client a publish or subscription on a subject that
+// one of patterns (NATS wildcards, e.g. StatusSubjects) matches; op's
+// error is then that refusal, a *PermissionError (errors.Is
+// ErrPermissionDenied), instead of the timeout op would meet. A refusal of
+// another subject does not touch op.
+func (c *Client) Refusable(ctx context.Context, patterns []string, op func(context.Context) error) error {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	stop := c.refusals.watch(patterns, func(pe *PermissionError) { cancel(pe) })
+	defer stop()
+	err := op(ctx)
+	if err == nil {
+		return nil
+	}
+	var pe *PermissionError
+	if errors.As(context.Cause(ctx), &pe) {
+		return pe
+	}
+	return err
+}
