@@ -33,7 +33,10 @@ func topicAlterCmd() *cobra.Command {
 		Long: "Change a topic. Retention changes at once. The accept window A changes by offset, " +
 			raidq.AlterLead.String() + " ahead, so every node switches at the same place, and one change must be in force " +
 			"before the next; the read delay D must stay at or above every A in force. Lowering both (e.g. --latency low) " +
-			"therefore takes two steps, A first and D once A is in force: --wait does both, waiting in between.",
+			"therefore takes two steps, A first and D once A is in force, and alter does both, waiting in between (a few " +
+			"seconds) and printing each step on stderr. Ctrl-C during the wait keeps the first step, which is consistent on " +
+			"its own (D still covers every A), and prints the command that finishes the change; --wait=false sends one " +
+			"change only, refused when D must wait.",
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ch, err := af.change(cmd)
@@ -45,7 +48,9 @@ func topicAlterCmd() *cobra.Command {
 				return err
 			}
 			defer c.Close()
-			return runAlter(cmd, &cf, c, args[0], ch, af)
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt)
+			defer stop()
+			return runAlter(ctx, cmd, &cf, c, args[0], ch, af)
 		},
 	}
 	cf.register(cmd)
@@ -55,7 +60,7 @@ func topicAlterCmd() *cobra.Command {
 	f.DurationVar(&af.readDelay, "read-delay", 0, "D: readers propose scans this far behind their clock (at least every accept window in force)")
 	f.DurationVar(&af.accept, "accept-window", 0, "A: nodes refuse offsets older than now-A (takes effect "+raidq.AlterLead.String()+" ahead)")
 	f.StringVar(&af.latency, "latency", "", "latency profile to switch to: default or low (sets A and D unless given)")
-	f.BoolVar(&af.wait, "wait", false, "when D must wait for a lower A to be in force, apply A, wait, then apply D")
+	f.BoolVar(&af.wait, "wait", true, "when D must wait for a lower A to be in force, apply A, wait, then apply D (false: one change, refused then)")
 	f.BoolVar(&af.asJSON, "json", false, "print the resulting topic record as JSON")
 	return cmd
 }
@@ -101,22 +106,24 @@ func (af alterFlags) change(cmd *cobra.Command) (raidq.TopicChange, error) {
 	return ch, nil
 }
 
-// runAlter applies ch; with --wait, a read delay that must wait for a
-// lower accept window is applied as a second change once the first is in
-// force.
-func runAlter(cmd *cobra.Command, cf *clientFlags, c *raidq.Client, name string, ch raidq.TopicChange, af alterFlags) error {
-	ctx, cancel := cf.ctx()
-	info, err := c.AlterTopic(ctx, name, ch)
+// runAlter applies ch. A read delay that must wait for a lower accept
+// window (ErrAlterOrder) is applied in a second change once the first is
+// in force, unless --wait=false; ctx ending (Ctrl-C) during the wait
+// leaves the first change, which is consistent on its own.
+func runAlter(ctx context.Context, cmd *cobra.Command, cf *clientFlags, c *raidq.Client, name string, ch raidq.TopicChange, af alterFlags) error {
+	rctx, cancel := cf.ctx()
+	info, err := c.AlterTopic(rctx, name, ch)
 	cancel()
-	if errors.Is(err, raidq.ErrAlterOrder) && af.wait && ch.AcceptWindow != nil {
+	if errors.Is(err, raidq.ErrAlterOrder) && af.wait && ch.AcceptWindow != nil && ch.ReadDelay != nil {
 		first := ch
 		first.ReadDelay = nil
-		ctx, cancel = cf.ctx()
-		info, err = c.AlterTopic(ctx, name, first)
+		fmt.Fprintf(cmd.ErrOrStderr(), "step 1 of 2: the accept window first (the read delay %v must wait until it is in force)\n", *ch.ReadDelay)
+		rctx, cancel = cf.ctx()
+		info, err = c.AlterTopic(rctx, name, first)
 		cancel()
 		if err == nil {
 			printAlter(cmd.ErrOrStderr(), info, false) // the first step, as progress
-			info, err = alterAfterSettle(cmd, cf, c, name, info, raidq.TopicChange{ReadDelay: ch.ReadDelay})
+			info, err = alterAfterSettle(ctx, cmd, cf, c, name, info, raidq.TopicChange{ReadDelay: ch.ReadDelay})
 		}
 	}
 	if err != nil {
@@ -127,21 +134,25 @@ func runAlter(cmd *cobra.Command, cf *clientFlags, c *raidq.Client, name string,
 }
 
 // alterAfterSettle waits until info's accept-window change is in force on
-// every node, then applies ch.
-func alterAfterSettle(cmd *cobra.Command, cf *clientFlags, c *raidq.Client, name string, info raidq.TopicInfo, ch raidq.TopicChange) (raidq.TopicInfo, error) {
+// every node, then applies ch (the second step). When ctx ends first, the
+// first step stands and the error says how to finish.
+func alterAfterSettle(ctx context.Context, cmd *cobra.Command, cf *clientFlags, c *raidq.Client, name string, info raidq.TopicInfo, ch raidq.TopicChange) (raidq.TopicInfo, error) {
 	wait := time.Until(info.AcceptSettles) + 100*time.Millisecond
-	fmt.Fprintf(cmd.ErrOrStderr(), "waiting %v until the accept window %v is in force everywhere, then setting the read delay to %v\n",
-		wait.Round(time.Millisecond), info.Params.AcceptWindow, *ch.ReadDelay)
-	sig, stop := signal.NotifyContext(context.Background(), os.Interrupt)
-	defer stop()
+	fmt.Fprintf(cmd.ErrOrStderr(), "step 2 of 2: waiting %v until the accept window %v is in force everywhere, then setting the read delay to %v "+
+		"(Ctrl-C keeps step 1, which is consistent: the read delay stays %v)\n",
+		wait.Round(time.Millisecond), info.Params.AcceptWindow, *ch.ReadDelay, info.Params.ReadDelay)
+	t := time.NewTimer(wait)
+	defer t.Stop()
 	select {
-	case <-time.After(wait):
-	case <-sig.Done():
-		return info, fmt.Errorf("interrupted: the accept window change stands; set the read delay later with raidq topic alter %s --read-delay %v", name, *ch.ReadDelay)
+	case <-t.C:
+	case <-ctx.Done():
+		return info, fmt.Errorf("interrupted before step 2: step 1 stands and is consistent (accept window %v, read delay %v, delivery as before); "+
+			"finish after %s with: raidq topic alter %s --read-delay %v", info.Params.AcceptWindow, info.Params.ReadDelay,
+			info.AcceptSettles.UTC().Format(time.RFC3339), name, *ch.ReadDelay)
 	}
-	ctx, cancel := cf.ctx()
+	rctx, cancel := cf.ctx()
 	defer cancel()
-	return c.AlterTopic(ctx, name, ch)
+	return c.AlterTopic(rctx, name, ch)
 }
 
 func printAlter(w io.Writer, t raidq.TopicInfo, asJSON bool) {
