@@ -9,6 +9,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/raidq/raidq"
 	"github.com/raidq/raidq/actors/kafka"
 	"github.com/raidq/raidq/actors/server"
 	"github.com/raidq/raidq/scenarios/testkit"
@@ -161,6 +162,30 @@ func TestTailLatestMissesNothing(t *testing.T) {
 	}
 	after := produceTo(ctx, t, prod, 0, "after", 10)
 	readFrom(ctx, t, addr, 0, latest, after)
+}
+
+// TestTailAfterQuiet: a gateway that never served a partition finds its
+// last record several owner ranges (seconds) below the read frontier, by
+// probing the nodes' stores rather than reading from the start.
+func TestTailAfterQuiet(t *testing.T) {
+	lc, _, addr := startKafka(t, 1)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	prod := kgoClient(t, addr, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	end := readFrom(ctx, t, addr, 0, 0, produceTo(ctx, t, prod, 0, "q", 5))
+	// The quiet period itself is what is tested: let now - D pass three
+	// owner ranges above the last record.
+	quiet := time.Unix(0, end).Add(3*time.Second + raidq.DefaultParams().ReadDelay)
+	select {
+	case <-time.After(time.Until(quiet)):
+	case <-ctx.Done():
+		t.Fatal(ctx.Err())
+	}
+	addr2 := startSecondGateway(t, lc)
+	waitTopicServed(ctx, t, addr2, "orders")
+	if got := listLatest(ctx, t, kgoClient(t, addr2), 1)[0]; got != end {
+		t.Fatalf("a new gateway answers latest %d, want %d: the offset after the last record", got, end)
+	}
 }
 
 // TestTailHighWatermarkTwoGateways: while records arrive, the high

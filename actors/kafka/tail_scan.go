@@ -334,12 +334,14 @@ func (s *tailScan) find(ctx context.Context, lo, head uint64) (tailFound, error)
 		if !ok {
 			break
 		}
-		from := max(r, lo)
+		from, to := max(r, lo), min(r+core.RangeNanos, hi)
 		var closed uint64
-		if closed, st, err = s.closing(ctx, from, min(r+core.RangeNanos, hi)); err != nil {
+		if closed, st, err = s.closing(ctx, from, to); err != nil {
 			return tailFound{}, err
 		}
-		frontier = min(frontier, closed) // a node that closed less there: final only below it
+		if closed < to { // a node closed less there: final only below it
+			frontier = closed
+		}
 		hi = from
 	}
 	if st == nil {
