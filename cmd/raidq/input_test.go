@@ -2,6 +2,8 @@ package main
 
 import (
 	"bytes"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 )
@@ -46,5 +48,36 @@ func TestKeySeparator(t *testing.T) {
 	line[0] = 'x' // the scanner reuses its buffer: the value must be a copy
 	if err != nil || string(k) != "K" || !bytes.Equal(v, []byte("a:b")) {
 		t.Errorf("split with --key = %q, %q, %v", k, v, err)
+	}
+}
+
+// TestNodeConfigRelativePaths: in `node --config`, an unquoted value
+// starting with ./ or ../ is a path (the NATS config lexer would read it as
+// a malformed number) resolved against the config file's directory, in
+// included files too; a quoted value is taken as written.
+func TestNodeConfigRelativePaths(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "etc")
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	cfg := filepath.Join(dir, "node.conf")
+	text := "id: n3\ndata: ./data/n3\ntls-ca: ../tls/ca.pem   # the CA\nnats-tls-ca = \"./quoted.pem\"\nlisten 127.0.0.1:4223\ninclude more.conf\n"
+	if err := os.WriteFile(cfg, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "more.conf"), []byte("tls-key: ./key.pem\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	fs := nodeCmd().Flags()
+	if err := applyConfigFile(fs, cfg); err != nil {
+		t.Fatal(err)
+	}
+	for name, want := range map[string]string{
+		"id": "n3", "data": filepath.Join(dir, "data", "n3"), "tls-ca": filepath.Join(filepath.Dir(dir), "tls", "ca.pem"),
+		"nats-tls-ca": "./quoted.pem", "listen": "127.0.0.1:4223", "tls-key": filepath.Join(dir, "key.pem"),
+	} {
+		if got := fs.Lookup(name).Value.String(); got != want {
+			t.Errorf("--%s = %q, want %q", name, got, want)
+		}
 	}
 }

@@ -6,7 +6,10 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"path/filepath"
+	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -15,6 +18,7 @@ import (
 	"github.com/raidq/raidq/actors/metrics"
 	"github.com/raidq/raidq/actors/node"
 	"github.com/raidq/raidq/actors/server"
+	"github.com/raidq/raidq/bus"
 	"github.com/raidq/raidq/bus/natsserver"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -30,6 +34,7 @@ type nodeFlags struct {
 	kafka                             kafkaFlags        // kafka.go
 	logLevel, configFile, metricsAddr string
 	logFormat                         string
+	diskWatermark                     float64 // percent
 }
 
 func nodeCmd() *cobra.Command {
@@ -65,8 +70,10 @@ system account instead: an auth file user with roles: [system].
 
 --config FILE reads the flags from a file, keyed by flag name (id, data,
 listen, cluster-listen, routes, ...): JSON, or flat "key: value" lines
-(NATS config syntax; lists as [a, b]; # comments). Flags given on the
-command line win; an unknown key is an error.`,
+(NATS config syntax; lists as [a, b]; # comments). An unquoted value
+starting with ./ or ../ (data: ./data/n3) is a path relative to the config
+file's directory. Flags given on the command line win; an unknown key is
+an error.`,
 		Example: `  raidq node --auth auth.conf --tls-cert n1.pem --tls-key n1-key.pem --tls-ca ca.pem \
     --id n1 --data /var/lib/raidq --listen 0.0.0.0:4222 --cluster-listen 0.0.0.0:6222 \
     --routes nats-route://h1:6222,nats-route://h2:6222,nats-route://h3:6222
@@ -115,6 +122,8 @@ func (n *nodeFlags) register(cmd *cobra.Command) {
 	// Failure drills only (raidq drill slow-2): answer every request late.
 	f.DurationVar(&n.o.ReplyDelay, "reply-delay", 0, "answer every request this late (failure drills: a slow node)")
 	f.DurationVar(&n.o.ClockBound, "max-clock-offset", node.DefaultClockBound, "refuse writes (CLOCK_OFF) while this node's clock is further than this from its peers' (negative: never check)")
+	f.Float64Var(&n.diskWatermark, "disk-watermark", 100*bus.DefaultDiskWatermark,
+		"percent of the data file system in use past which the node reports disk pressure (status, metrics, log)")
 	_ = f.MarkHidden("reply-delay")
 }
 
@@ -136,6 +145,10 @@ func runNodeCmd(cmd *cobra.Command, f *nodeFlags) error {
 		return usageErr(fmt.Errorf("--http-listen: %w", err))
 	}
 	o.Routes = splitList(o.Routes)
+	if f.diskWatermark <= 0 || f.diskWatermark >= 100 {
+		return usageErr(fmt.Errorf("--disk-watermark %g: must be a percentage above 0 and below 100", f.diskWatermark))
+	}
+	o.DiskWatermark = f.diskWatermark / 100
 	if err := f.sec.apply(o); err != nil {
 		return err
 	}
@@ -175,14 +188,14 @@ func runNode(o server.NodeOptions) error {
 	case <-ctx.Done():
 		o.Logger.Info("signal received: stopping gracefully (a second signal exits at once)")
 	case fatal = <-n.Fatal():
-		o.Logger.Error("store failed: stopping", "err", fatal)
+		o.Logger.Error("node failed: stopping (exit 1; the supervisor restarts it)", "err", fatal)
 	}
 	stopSignals() // a second signal now gets the default action: exit at once
 	sctx, cancel := context.WithTimeout(context.Background(), nodeStopTimeout)
 	defer cancel()
 	serr := n.Stop(sctx)
 	if fatal != nil {
-		return fmt.Errorf("node %s: store failed: %w", o.ID, fatal)
+		return fmt.Errorf("node %s: failed: %w", o.ID, fatal)
 	}
 	if serr != nil {
 		return fmt.Errorf("node %s: stop: %w", o.ID, serr)
@@ -234,10 +247,62 @@ func splitList(in []string) []string {
 	return out
 }
 
+// Relative paths in a config file: the NATS config lexer reads an
+// unquoted value starting with "." as a number and fails ("Floats must
+// start with a digit"), so configText quotes such values, resolved
+// against the file's directory, and inlines includes (each relative to
+// its own file) so they get the same treatment.
+var (
+	configRelPath = regexp.MustCompile(`(?m)^(\s*[A-Za-z0-9_-]+(?:\s*[:=]\s*|\s+))(\.\.?/[^\s#;,}\]"']*)`)
+	configInclude = regexp.MustCompile(`(?m)^\s*include\s+["']?([^"'\s;]+)["']?\s*;?[ \t]*$`)
+)
+
+// parseConfigFile parses a JSON or NATS-syntax config file. An unquoted
+// value starting with ./ or ../ (data: ./data/n3) is a path relative to
+// the file's directory, whatever the node's working directory; a quoted
+// one is taken as written.
+func parseConfigFile(path string) (map[string]any, error) {
+	text, err := configText(path, 0)
+	if err != nil {
+		return nil, err
+	}
+	return conf.Parse(text)
+}
+
+// configText is path's text with unquoted relative paths resolved and
+// quoted and its includes inlined.
+func configText(path string, depth int) (string, error) {
+	if depth > 10 {
+		return "", fmt.Errorf("include %s: includes nested more than 10 deep", path)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", err
+	}
+	dir := filepath.Dir(path)
+	text := configRelPath.ReplaceAllStringFunc(string(b), func(line string) string {
+		sm := configRelPath.FindStringSubmatch(line)
+		return sm[1] + strconv.Quote(filepath.Join(dir, sm[2]))
+	})
+	var ierr error
+	text = configInclude.ReplaceAllStringFunc(text, func(line string) string {
+		inc := configInclude.FindStringSubmatch(line)[1]
+		if !filepath.IsAbs(inc) {
+			inc = filepath.Join(dir, inc)
+		}
+		t, err := configText(inc, depth+1)
+		if err != nil && ierr == nil {
+			ierr = err
+		}
+		return t
+	})
+	return text, ierr
+}
+
 // applyConfigFile sets the flags named by the keys of a JSON or
 // NATS-config-syntax file, unless they were given on the command line.
 func applyConfigFile(fs *pflag.FlagSet, path string) error {
-	m, err := conf.ParseFile(path)
+	m, err := parseConfigFile(path)
 	if err != nil {
 		return usageErr(fmt.Errorf("--config %s: %w", path, err))
 	}
