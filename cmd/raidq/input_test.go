@@ -20,6 +20,11 @@ func TestParseRetention(t *testing.T) {
 			t.Errorf("parseRetention(%q) = %v, %v; want %v", in, got, err, want)
 		}
 	}
+	for d, want := range map[time.Duration]string{7 * day: "7d", 9 * day: "9d", 36 * time.Hour: "36h0m0s", time.Hour: "1h0m0s"} {
+		if got := retentionString(d); got != want {
+			t.Errorf("retentionString(%v) = %q, want %q", d, got, want)
+		}
+	}
 	for _, in := range []string{"", "7", "d", "7x", "1d-2h", "1.2.3d", "99999999999w", "1e3d"} {
 		if got, err := parseRetention(in); err == nil {
 			t.Errorf("parseRetention(%q) = %v, want an error", in, got)

@@ -135,7 +135,7 @@ func topicListCmd() *cobra.Command {
 func retention(t meta.TopicRecord) string {
 	var parts []string
 	if t.Retention > 0 {
-		parts = append(parts, time.Duration(t.Retention).String())
+		parts = append(parts, retentionString(time.Duration(t.Retention)))
 	}
 	if t.RetentionBytes > 0 {
 		parts = append(parts, fmt.Sprintf("%d bytes", t.RetentionBytes))
@@ -262,6 +262,15 @@ func applyProfile(cmd *cobra.Command, p *raidq.Params, name string) error {
 		p.ReadDelay = p.AcceptWindow
 	}
 	return nil
+}
+
+// retentionString shows whole days as days (7d, 9d), anything else as
+// Go prints it (1h0m0s, 36h0m0s).
+func retentionString(d time.Duration) string {
+	if day := 24 * time.Hour; d > 0 && d%day == 0 {
+		return fmt.Sprintf("%dd", d/day)
+	}
+	return d.String()
 }
 
 // retentionFlag is a duration flag that also takes Kafka-style days and

@@ -146,9 +146,10 @@ func alterAfterSettle(ctx context.Context, cmd *cobra.Command, cf *clientFlags, 
 	select {
 	case <-t.C:
 	case <-ctx.Done():
+		after := info.AcceptSettles.Truncate(time.Second).Add(time.Second) // whole seconds, rounded up
 		return info, fmt.Errorf("interrupted before step 2: step 1 stands and is consistent (accept window %v, read delay %v, delivery as before); "+
 			"finish after %s with: raidq topic alter %s --read-delay %v", info.Params.AcceptWindow, info.Params.ReadDelay,
-			info.AcceptSettles.UTC().Format(time.RFC3339), name, *ch.ReadDelay)
+			after.UTC().Format(time.RFC3339), name, *ch.ReadDelay)
 	}
 	rctx, cancel := cf.ctx()
 	defer cancel()
