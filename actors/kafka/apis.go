@@ -43,6 +43,7 @@ var served = kafkawire.Versions{
 	kmsg.DescribeConfigs.Int16():  {0, 4},
 	kmsg.SASLAuthenticate.Int16(): {0, 2},
 	kmsg.DeleteGroups.Int16():     {0, 3},
+	kmsg.CreatePartitions.Int16(): {0, 3},
 }
 
 // requestTimeout bounds a request that names no timeout of its own.
@@ -107,6 +108,8 @@ func (c *conn) handle(req *kafkawire.Request) kmsg.Response {
 		return c.createTopics(ctx, r)
 	case *kmsg.DeleteTopicsRequest:
 		return c.deleteTopics(ctx, r)
+	case *kmsg.CreatePartitionsRequest:
+		return c.createPartitions(ctx, r)
 	case *kmsg.DescribeConfigsRequest:
 		return c.describeConfigs(r)
 	case *kmsg.InitProducerIDRequest:

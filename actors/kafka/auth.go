@@ -24,7 +24,7 @@ var ErrAuthFailed = errors.New("authentication failed")
 //	producer: [A]  OpProduce and OpDescribe on A
 //	consumer: [A]  OpConsume and OpDescribe on A; the groups of groups:
 //	               (default: any group)
-//	admin          OpAdmin (create, delete topics) and OpDescribe on every
+//	admin          OpAdmin (create, delete topics, add partitions) and OpDescribe on every
 //	               topic, every group; not produce or consume, which it
 //	               may not on NATS either (list the topics, or "*", as
 //	               producer/consumer for that)

@@ -267,6 +267,16 @@ func respError(resp kmsg.Response) string {
 				code = firstCode(code, p.ErrorCode)
 			}
 		}
+	case *kmsg.ListOffsetsResponse:
+		for _, t := range r.Topics {
+			for _, p := range t.Partitions {
+				code = firstCode(code, p.ErrorCode)
+			}
+		}
+	case *kmsg.CreatePartitionsResponse:
+		for _, t := range r.Topics {
+			code = firstCode(code, t.ErrorCode)
+		}
 	case *kmsg.JoinGroupResponse:
 		code = r.ErrorCode
 	case *kmsg.SyncGroupResponse:

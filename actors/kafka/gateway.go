@@ -207,7 +207,7 @@ func (g *Gateway) start(ctx context.Context) error {
 		return fmt.Errorf("kafka gateway: %w", err)
 	}
 	g.idem = newIdempotence()
-	g.merge = newMerger(g.prods, g.cfg.ProduceTimeout, g.log)
+	g.merge = newMerger(g.prods, g.partitions, g.cfg.ProduceTimeout, g.log)
 	return nil
 }
 
@@ -215,6 +215,15 @@ func (g *Gateway) start(ctx context.Context) error {
 func (g *Gateway) validPartition(topic string, p int32) bool {
 	t, err := g.cat.Topic(topic)
 	return err == nil && p >= 0 && int(p) < t.Partitions
+}
+
+// partitions is topic's partition count in the catalog (0: unknown).
+func (g *Gateway) partitions(topic string) int {
+	t, err := g.cat.Topic(topic)
+	if err != nil {
+		return 0
+	}
+	return t.Partitions
 }
 
 // advertised is the address clients are told: adv if given, else the

@@ -274,8 +274,9 @@ func nextOffset(t *testing.T, batches []byte) int64 {
 	return next
 }
 
-// startSecondGateway starts another gateway on lc's cluster.
-func startSecondGateway(t *testing.T, lc *server.LocalCluster) string {
+// startSecondGateway starts another gateway on lc's cluster, with users
+// (nil: no authentication).
+func startSecondGateway(t *testing.T, lc *server.LocalCluster, users ...kafka.Authorizer) string {
 	t.Helper()
 	c, err := lc.Connect()
 	if err != nil {
@@ -284,8 +285,12 @@ func startSecondGateway(t *testing.T, lc *server.LocalCluster) string {
 	t.Cleanup(func() { _ = c.Close() })
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	gw, err := kafka.Start(ctx, kafka.Config{Client: c, Meta: lc.Meta(), Cluster: "local", Listen: "127.0.0.1:0", ID: "second",
-		BrokerID: -1, Logger: testkit.Logger(t, 0)})
+	cfg := kafka.Config{Client: c, Meta: lc.Meta(), Cluster: "local", Listen: "127.0.0.1:0", ID: "second",
+		BrokerID: -1, Logger: testkit.Logger(t, 0)}
+	if len(users) > 0 {
+		cfg.Users = users[0]
+	}
+	gw, err := kafka.Start(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

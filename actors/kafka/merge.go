@@ -47,17 +47,18 @@ type mergeQueue struct {
 
 // merger coalesces batches per mergeKey.
 type merger struct {
-	prods   *producers
-	timeout time.Duration
-	log     *slog.Logger
+	prods      *producers
+	partitions func(topic string) int // the topic's partitions in the gateway's catalog
+	timeout    time.Duration
+	log        *slog.Logger
 
 	mu sync.Mutex
 	qs map[mergeKey]*mergeQueue
 	wg sync.WaitGroup // running writers (wait: after the producers closed, they drain at once)
 }
 
-func newMerger(prods *producers, timeout time.Duration, log *slog.Logger) *merger {
-	return &merger{prods: prods, timeout: timeout, log: log, qs: map[mergeKey]*mergeQueue{}}
+func newMerger(prods *producers, partitions func(string) int, timeout time.Duration, log *slog.Logger) *merger {
+	return &merger{prods: prods, partitions: partitions, timeout: timeout, log: log, qs: map[mergeKey]*mergeQueue{}}
 }
 
 // send writes msgs (one batch from sequence seq, at most one stripe's
@@ -146,7 +147,7 @@ func (m *merger) write(k mergeKey, items []*mergeItem) {
 			close(it.done)
 		}
 	}
-	prod, err := m.prods.get(k.topic)
+	prod, err := m.prods.get(k.topic, int(k.part), m.partitions(k.topic))
 	if err != nil {
 		finish(0, sendErr(err), err)
 		return

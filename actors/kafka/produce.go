@@ -200,7 +200,7 @@ func recordBytes(m *raidq.Message) int {
 // epoch and the chunk's first sequence number, so a retry through any
 // gateway carries the same ids and readers deliver it once.
 func (c *conn) writeBatch(ctx context.Context, topic string, part int, b *kafkawire.Batch, msgs []raidq.Message, grid int) (int64, int16, error) {
-	prod, err := c.g.prods.get(topic)
+	prod, err := c.g.prods.get(topic, part, c.g.partitions(topic))
 	if err != nil {
 		return 0, sendErr(err), err
 	}
@@ -288,49 +288,83 @@ func sendErr(err error) int16 {
 	return kerr.UnknownServerError.Code
 }
 
-// producers keeps one raidq producer per topic.
+// producers keeps one raidq producer per topic. A raidq producer knows
+// the partitions its topic had when it opened, so a partition added since
+// (CreatePartitions here, `raidq topic add-partitions`, another gateway)
+// opens a new one; the old one is closed once every send it may still
+// carry has ended (the send timeout).
 type producers struct {
 	c       *raidq.Client
 	timeout time.Duration
 	mu      sync.Mutex
-	byTopic map[string]*raidq.Producer
+	byTopic map[string]topicProducer
+	retired sync.WaitGroup
+	quit    chan struct{}
+}
+
+type topicProducer struct {
+	p     *raidq.Producer
+	parts int // the topic's partitions in the gateway's catalog when it opened
 }
 
 func newProducers(c *raidq.Client, timeout time.Duration) *producers {
-	return &producers{c: c, timeout: timeout, byTopic: map[string]*raidq.Producer{}}
+	return &producers{c: c, timeout: timeout, byTopic: map[string]topicProducer{}, quit: make(chan struct{})}
 }
 
-func (ps *producers) get(topic string) (*raidq.Producer, error) {
+// get returns the producer of topic, for a write to partition part of a
+// topic with parts partitions (the gateway's catalog).
+func (ps *producers) get(topic string, part, parts int) (*raidq.Producer, error) {
 	ps.mu.Lock()
 	defer ps.mu.Unlock()
-	if p, ok := ps.byTopic[topic]; ok {
-		return p, nil
+	old, ok := ps.byTopic[topic]
+	if ok && part < old.parts {
+		return old.p, nil
 	}
 	p, err := ps.c.Producer(topic, raidq.WithDeliveryTimeout(ps.timeout))
 	if err != nil {
 		return nil, err
 	}
-	ps.byTopic[topic] = p
+	ps.byTopic[topic] = topicProducer{p: p, parts: parts}
+	if ok {
+		ps.retire(old.p)
+	}
 	return p, nil
+}
+
+// retire closes p after the longest send it may carry (ps.mu held).
+func (ps *producers) retire(p *raidq.Producer) {
+	ps.retired.Add(1)
+	go func() {
+		defer ps.retired.Done()
+		t := time.NewTimer(ps.timeout)
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-ps.quit:
+		}
+		_ = p.Close()
+	}()
 }
 
 // drop closes a deleted topic's producer.
 func (ps *producers) drop(topic string) {
 	ps.mu.Lock()
-	p := ps.byTopic[topic]
+	tp, ok := ps.byTopic[topic]
 	delete(ps.byTopic, topic)
 	ps.mu.Unlock()
-	if p != nil {
-		_ = p.Close()
+	if ok {
+		_ = tp.p.Close()
 	}
 }
 
 func (ps *producers) close() {
 	ps.mu.Lock()
 	all := ps.byTopic
-	ps.byTopic = map[string]*raidq.Producer{}
+	ps.byTopic = map[string]topicProducer{}
 	ps.mu.Unlock()
-	for _, p := range all {
-		_ = p.Close()
+	close(ps.quit)
+	ps.retired.Wait()
+	for _, tp := range all {
+		_ = tp.p.Close()
 	}
 }

@@ -68,18 +68,25 @@ func (c *conn) createTopic(ctx context.Context, t kmsg.CreateTopicsRequestTopic,
 	}
 	c.log.Info("kafka gateway: topic created", "topic", t.Topic, "partitions", tc.Partitions, "user", c.user)
 	// Wait for this gateway's catalog, so the client's next Metadata sees it.
+	c.waitCatalog(ctx, t.Topic, func(*meta.Topic) bool { return true })
+	return 0, ""
+}
+
+// waitCatalog waits (up to 5 s) until this gateway's catalog holds topic
+// in a state ok accepts: the metadata watch learns a change a moment
+// after it is written, and a client's next Metadata must see it.
+func (c *conn) waitCatalog(ctx context.Context, topic string, ok func(*meta.Topic) bool) {
 	wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	for wctx.Err() == nil {
-		if _, err := c.g.cat.Topic(t.Topic); err == nil {
-			break
+		if t, err := c.g.cat.Topic(topic); err == nil && ok(t) {
+			return
 		}
 		select {
 		case <-wctx.Done():
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
-	return 0, ""
 }
 
 // applyConfig sets one topic config of a CreateTopics request.
