@@ -27,6 +27,8 @@ type options struct {
 	metrics *prometheus.Registry
 	direct  *bool         // WithDirectNodes (direct.go); nil: on for Connect
 	dialOpt []nats.Option // Connect's options, for direct node connections
+	// refusals gets the refusals no operation claims (WithRefusalHandler).
+	refusals func(*PermissionError)
 }
 
 // WithCluster names the raidq cluster (the <cluster> subject token); default "raidq".
@@ -144,7 +146,7 @@ func buildOptions(opts []Option) options {
 // newClient builds the client: it binds the cluster's metadata in
 // JetStream KV and watches its topics.
 func newClient(nc *nats.Conn, o options) (*Client, error) {
-	c := &Client{nc: nc, logger: o.logger, cluster: o.cluster, refusals: newRefusalHub(o.cluster)}
+	c := &Client{nc: nc, logger: o.logger, cluster: o.cluster, refusals: newRefusalHub(o.cluster, o.refusals)}
 	c.refusals.install(nc)
 	ctx, cancel := context.WithTimeout(context.Background(), o.timeout)
 	defer cancel()

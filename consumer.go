@@ -356,12 +356,16 @@ const topicGoneChecks = 3
 // fail ends the consumer with a fatal error: Next and Err return it and
 // Messages is closed.
 func (c *Consumer) fail(err error) {
-	c.c.logger.Error("consumer stopped", "topic", c.topic, "err", err)
 	c.mu.Lock()
-	if c.fatal == nil {
+	first := c.fatal == nil
+	if first {
 		c.fatal = err
 	}
 	c.mu.Unlock()
+	if !first {
+		return // ended already (a refusal comes once per node refusing)
+	}
+	c.c.logger.Error("consumer stopped", "topic", c.topic, "err", err)
 	go func() { _ = c.Close() }()
 }
 

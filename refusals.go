@@ -82,7 +82,8 @@ func parseRefusal(err error) (op, subject string, ok bool) {
 // DescribeRefusal explains a permission violation that an error handler
 // of a connection to the cluster received (nats.ErrPermissionViolation):
 // the user (from nc's options), the subject, what it is for and what the
-// auth file lacks. ok is false for any other error.
+// auth file lacks (cluster "": raidq subjects of any cluster, but not its
+// metadata buckets). ok is false for any other error.
 func DescribeRefusal(cluster string, nc *nats.Conn, err error) (pe *PermissionError, ok bool) {
 	op, subject, ok := parseRefusal(err)
 	if !ok {
@@ -97,7 +98,7 @@ func DescribeRefusal(cluster string, nc *nats.Conn, err error) (pe *PermissionEr
 // role or list of the auth file (docs/security.md) grants it.
 func explainSubject(cluster, op, subject string) (what, hint string) {
 	tok := strings.Split(subject, ".")
-	rq := len(tok) >= 3 && tok[0] == "raidq" && tok[1] == cluster
+	rq := len(tok) >= 3 && tok[0] == "raidq" && (tok[1] == cluster || cluster == "")
 	kvMeta, kvGroups := "$KV.raidq_"+cluster+"_meta.", "$KV.raidq_"+cluster+"_groups."
 	switch {
 	case rq && tok[2] == "slot" && len(tok) == 6:
@@ -183,19 +184,45 @@ func jwtName(jwt string) string {
 // operations that watch the refused subjects.
 type refusalHub struct {
 	cluster string
+	// other receives the refusals no watch claims (WithRefusalHandler).
+	other func(*PermissionError)
 
 	mu      sync.Mutex
 	seq     uint64
-	watches map[uint64]refusalWatch
+	watches map[uint64]*refusalWatch
+	// ended are the patterns of ended watches that claimed a refusal: the
+	// refusals of their requests still in flight are theirs too, not
+	// other's (at most maxEnded, the latest).
+	ended [][]string
 }
+
+const maxEnded = 64
 
 type refusalWatch struct {
 	patterns []string
 	on       func(*PermissionError)
+	hit      bool
 }
 
-func newRefusalHub(cluster string) *refusalHub {
-	return &refusalHub{cluster: cluster, watches: make(map[uint64]refusalWatch)}
+func newRefusalHub(cluster string, other func(*PermissionError)) *refusalHub {
+	return &refusalHub{cluster: cluster, other: other, watches: make(map[uint64]*refusalWatch)}
+}
+
+// WithRefusalHandler receives every refusal of the client's connections
+// (a permission violation, as a *PermissionError) that ends none of its
+// operations: those return it as their error. f runs on a connection's
+// callback goroutine and must not block.
+func WithRefusalHandler(f func(*PermissionError)) Option {
+	return func(o *options) { o.refusals = f }
+}
+
+func matchAny(patterns []string, subject string) bool {
+	for _, p := range patterns {
+		if subjectMatch(p, subject) {
+			return true
+		}
+	}
+	return false
 }
 
 // install chains the hub to nc's error handler (the handler set before,
@@ -220,16 +247,21 @@ func (h *refusalHub) handle(nc *nats.Conn, err error) {
 	h.mu.Lock()
 	var hit []func(*PermissionError)
 	for _, w := range h.watches {
-		for _, p := range w.patterns {
-			if subjectMatch(p, pe.Subject) {
-				hit = append(hit, w.on)
-				break
-			}
+		if matchAny(w.patterns, pe.Subject) {
+			w.hit = true
+			hit = append(hit, w.on)
 		}
+	}
+	claimed := len(hit) > 0
+	for _, ps := range h.ended {
+		claimed = claimed || matchAny(ps, pe.Subject)
 	}
 	h.mu.Unlock()
 	for _, on := range hit {
 		on(pe)
+	}
+	if !claimed && h.other != nil {
+		h.other(pe)
 	}
 }
 
@@ -240,11 +272,17 @@ func (h *refusalHub) watch(patterns []string, on func(*PermissionError)) (stop f
 	defer h.mu.Unlock()
 	h.seq++
 	id := h.seq
-	h.watches[id] = refusalWatch{patterns: patterns, on: on}
+	h.watches[id] = &refusalWatch{patterns: patterns, on: on}
 	return func() {
 		h.mu.Lock()
+		defer h.mu.Unlock()
+		if w := h.watches[id]; w != nil && w.hit {
+			h.ended = append(h.ended, w.patterns)
+			if len(h.ended) > maxEnded {
+				h.ended = h.ended[1:]
+			}
+		}
 		delete(h.watches, id)
-		h.mu.Unlock()
 	}
 }
 

@@ -72,9 +72,11 @@ func (f *clientFlags) connect() (*raidq.Client, error) {
 	if f.timeout <= 0 {
 		return nil, usageErr(fmt.Errorf("--timeout %v: must be positive", f.timeout))
 	}
-	opts := []raidq.Option{raidq.WithCluster(f.cluster), raidq.WithAuth(f.auth.auth(f.creds)),
-		raidq.WithNATSOptions(newRefusalReporter(os.Stderr).option()),
-		raidq.WithTimeout(f.timeout), raidq.WithLogger(f.logger()), raidq.WithName("raidq-cli")}
+	// A refusal that ends an operation is that operation's error (exit 4);
+	// the reporter prints the others once each.
+	opts := append([]raidq.Option{raidq.WithCluster(f.cluster), raidq.WithAuth(f.auth.auth(f.creds)),
+		raidq.WithTimeout(f.timeout), raidq.WithLogger(f.logger()), raidq.WithName("raidq-cli")},
+		newRefusalReporter(os.Stderr).clientOptions(f.cluster)...)
 	if f.metrics != nil {
 		if err := metrics.RegisterBuildInfo(f.metrics); err != nil {
 			return nil, err

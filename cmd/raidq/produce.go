@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -113,26 +114,50 @@ type produced struct {
 }
 
 // produceLines sends every line with at most window in flight, then
-// reports in input order.
+// reports in input order. A send the cluster refuses (the user may not
+// write the topic: raidq.ErrPermissionDenied) stops it: no further line
+// is read, and the refusal is the command's error (exit 4), once the
+// lines in flight have their outcome.
 func produceLines(cmd *cobra.Command, p *raidq.Producer, in io.Reader, split lineSplitter, window int, asJSON bool) error {
-	sc := bufio.NewScanner(in)
-	sc.Buffer(make([]byte, 64<<10), maxLine)
 	var mu sync.Mutex
 	var results []produced
+	var refusal error // the first refused send's error
+	refused := make(chan struct{})
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, window)
+	// Lines are read on a goroutine of their own, so a refusal ends the
+	// command while it waits for input (a terminal, a pipe kept open).
+	stop := make(chan struct{})
+	defer close(stop)
+	lines, readErr := readLines(in, stop)
 	line := 0
-	for sc.Scan() {
+read:
+	for {
+		var text []byte
+		select {
+		case t, ok := <-lines:
+			if !ok {
+				break read
+			}
+			text = t
+		case <-refused:
+			break read
+		}
 		line++
 		n := line
-		key, v, err := split.split(sc.Bytes())
+		key, v, err := split.split(text)
 		if err != nil {
 			mu.Lock()
 			results = append(results, produced{Line: n, Error: err.Error()})
 			mu.Unlock()
 			continue
 		}
-		sem <- struct{}{}
+		select {
+		case sem <- struct{}{}:
+		case <-refused:
+			line-- // not sent
+			break read
+		}
 		wg.Add(1)
 		p.Produce(context.Background(), raidq.Message{Key: key, Value: v}, func(m raidq.Message, err error) {
 			defer wg.Done()
@@ -142,18 +167,48 @@ func produceLines(cmd *cobra.Command, p *raidq.Producer, in io.Reader, split lin
 			}
 			mu.Lock()
 			results = append(results, r)
+			if err != nil && refusal == nil && errors.Is(err, raidq.ErrPermissionDenied) {
+				refusal = err
+				close(refused)
+			}
 			mu.Unlock()
 			<-sem
 		})
 	}
 	wg.Wait()
-	if err := sc.Err(); err != nil {
+	if refusal != nil {
+		return report(cmd, results, line, asJSON, refusal)
+	}
+	if err := <-readErr; err != nil {
 		return fmt.Errorf("reading input after line %d: %w (lines are limited to %d bytes)", line, err, maxLine)
 	}
-	return report(cmd, results, line, asJSON)
+	return report(cmd, results, line, asJSON, nil)
 }
 
-func report(cmd *cobra.Command, results []produced, lines int, asJSON bool) error {
+// readLines reads in's lines (each a copy) into the returned channel,
+// closed at the end of the input (then readErr gets the scanner's error)
+// or when stop is closed.
+func readLines(in io.Reader, stop <-chan struct{}) (lines <-chan []byte, readErr <-chan error) {
+	ch, errc := make(chan []byte), make(chan error, 1)
+	go func() {
+		defer close(ch)
+		sc := bufio.NewScanner(in)
+		sc.Buffer(make([]byte, 64<<10), maxLine)
+		for sc.Scan() {
+			select {
+			case ch <- append([]byte(nil), sc.Bytes()...):
+			case <-stop:
+				return
+			}
+		}
+		errc <- sc.Err()
+	}()
+	return ch, errc
+}
+
+// report prints the outcomes; refusal, if set, is the command's error
+// (it says why the lines failed).
+func report(cmd *cobra.Command, results []produced, lines int, asJSON bool, refusal error) error {
 	ordered := make([]produced, lines)
 	acked, failed := 0, 0
 	var firstErr string
@@ -177,6 +232,10 @@ func report(cmd *cobra.Command, results []produced, lines int, asJSON bool) erro
 		}
 	}
 	fmt.Fprintf(cmd.ErrOrStderr(), "acked %d\n", acked)
+	if refusal != nil {
+		fmt.Fprintf(cmd.ErrOrStderr(), "failed %d\n", failed)
+		return refusal
+	}
 	if failed > 0 {
 		fmt.Fprintf(cmd.ErrOrStderr(), "failed %d (first: %s)\n", failed, firstErr)
 		return errFailed

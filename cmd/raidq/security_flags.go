@@ -126,11 +126,18 @@ func refusalNote(c bus.NodeCounters) string {
 
 // refusalReporter prints each distinct permission violation once (the
 // node token of slot and scan subjects folded to *), instead of one line
-// per request the client retries.
+// per request the client retries, in raidq.DescribeRefusal's words: the
+// user, what the subject is for and what the auth file lacks.
 type refusalReporter struct {
 	mu   sync.Mutex
 	seen map[string]bool
 	w    io.Writer
+	// cluster names the cluster whose subjects are explained ("": any).
+	cluster string
+	// viaClient: the permission violations come through report, from a
+	// raidq.Client (raidq.WithRefusalHandler: only those that ended no
+	// operation, which returns its own error), not through option.
+	viaClient bool
 }
 
 var nodeToken = regexp.MustCompile(`\.(slot|scan)\.[A-Za-z0-9_-]+\.`)
@@ -139,22 +146,45 @@ func newRefusalReporter(w io.Writer) *refusalReporter {
 	return &refusalReporter{seen: map[string]bool{}, w: w}
 }
 
+// clientOptions are the options of a raidq client that reports on r:
+// its refusals that end no operation, and the connection's other errors.
+func (r *refusalReporter) clientOptions(cluster string) []raidq.Option {
+	r.cluster, r.viaClient = cluster, true
+	return []raidq.Option{raidq.WithNATSOptions(r.option()), raidq.WithRefusalHandler(r.report)}
+}
+
 func (r *refusalReporter) option() nats.Option {
-	return nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
+	return nats.ErrorHandler(func(nc *nats.Conn, _ *nats.Subscription, err error) {
+		if pe, ok := raidq.DescribeRefusal(r.cluster, nc, err); ok {
+			if !r.viaClient {
+				r.report(pe)
+			}
+			return
+		}
 		msg := err.Error()
-		if errors.Is(err, nats.ErrPermissionViolation) {
-			msg = nodeToken.ReplaceAllString(msg, ".$1.*.")
+		if errors.Is(err, nats.ErrPermissionViolation) { // a refusal DescribeRefusal does not parse
 			msg = strings.TrimPrefix(msg, "nats: permissions violation: ")
 			if i := strings.Index(msg, " on connection"); i > 0 {
 				msg = msg[:i]
 			}
 			msg = "refused by the cluster: " + msg + " (not permitted for this user; docs/security.md)"
 		}
-		r.mu.Lock()
-		defer r.mu.Unlock()
-		if !r.seen[msg] && len(r.seen) < 100 {
-			r.seen[msg] = true
-			fmt.Fprintln(r.w, "raidq:", msg)
-		}
+		r.print(msg)
 	})
+}
+
+// report prints a refusal, its node token folded.
+func (r *refusalReporter) report(pe *raidq.PermissionError) {
+	folded := *pe
+	folded.Subject = nodeToken.ReplaceAllString(pe.Subject, ".$1.*.")
+	r.print(folded.Error())
+}
+
+func (r *refusalReporter) print(msg string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !r.seen[msg] && len(r.seen) < 100 {
+		r.seen[msg] = true
+		fmt.Fprintln(r.w, "raidq:", msg)
+	}
 }
