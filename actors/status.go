@@ -222,6 +222,8 @@ func (q *statusQuery) request(node string) bus.NodeStatus {
 		st.Health = bus.HealthFailed
 	case st.ClockOff != "":
 		st.Health = bus.HealthClockOff
+	case st.DiskFull != "" || st.JetStream != "":
+		st.Health = bus.HealthDegraded
 	case st.RTT > q.slowAfter:
 		st.Health = bus.HealthSlow
 	default:

@@ -17,7 +17,15 @@ const (
 	HealthNoAnswer = "no answer"    // discovered or expected, but its status did not come back
 	HealthFailed   = "store failed" // answered, but its store failed and it must stop
 	HealthClockOff = "clock off"    // answered, but its clock is off its peers': it refuses writes
+	// HealthDegraded: answered and serves slots, but needs an operator: its
+	// disk is past the watermark (DiskFull) or its embedded JetStream was
+	// turned off (JetStream).
+	HealthDegraded = "degraded"
 )
+
+// DefaultDiskWatermark is the fraction of a node's file system in use past
+// which it reports disk pressure (raidq node --disk-watermark).
+const DefaultDiskWatermark = 0.90
 
 // NodeCounters are a node's counters since it started (NodeStats, as values).
 type NodeCounters struct {
@@ -79,6 +87,22 @@ type NodeStatus struct {
 	// ClockOff says why the node refuses writes: its clock is off its
 	// peers' (clock_watch.go); empty normally.
 	ClockOff string `json:"clock_off,omitempty"`
+	// DiskFree and DiskTotal are the bytes free and in all of the file
+	// system that holds the node's data (0: not measured); DiskWatermark
+	// the fraction in use past which DiskFull says so ("disk 95% full,
+	// past the 90% watermark: 1.2 GiB free").
+	DiskFree      int64   `json:"disk_free_bytes,omitempty"`
+	DiskTotal     int64   `json:"disk_total_bytes,omitempty"`
+	DiskWatermark float64 `json:"disk_watermark,omitempty"`
+	DiskFull      string  `json:"disk_full,omitempty"`
+	// StoreLog is the last error the store logged in the background (a
+	// LevelDB flush or compaction that failed), with StoreErrors counting
+	// it; empty when there was none.
+	StoreLog string `json:"store_log,omitempty"`
+	// JetStream is why the node's embedded JetStream is off (the NATS
+	// server turns it off when its disk fills, and does not turn it back
+	// on); empty while it runs or when the node embeds no server.
+	JetStream string `json:"jetstream,omitempty"`
 
 	// Set by Status on the asking side.
 	Health    string        `json:"health,omitempty"`

@@ -14,6 +14,7 @@ import (
 	lerrors "github.com/syndtr/goleveldb/leveldb/errors"
 	"github.com/syndtr/goleveldb/leveldb/filter"
 	"github.com/syndtr/goleveldb/leveldb/opt"
+	"github.com/syndtr/goleveldb/leveldb/storage"
 	"github.com/syndtr/goleveldb/leveldb/util"
 )
 
@@ -25,7 +26,8 @@ const dropChunk = 4096
 type levelStore struct {
 	dir  string
 	db   *leveldb.DB
-	stor *preallocStorage // nil with NoSync (then db closes its own storage)
+	stor *preallocStorage // nil with NoSync
+	ls   *logStorage      // what db runs over: stor, or with NoSync a plain file storage
 	opts Options
 	incM sync.Mutex // guards inc (SettleBirth)
 	inc  Incarnation
@@ -69,17 +71,18 @@ func Open(dir string, opts Options) (Store, error) {
 	if err := checkJournals(dir); err != nil {
 		return nil, err
 	}
-	db, stor, err := openDB(dir, opts)
+	db, ls, err := openDB(dir, opts)
 	if err != nil {
 		return nil, err
 	}
+	stor, _ := ls.Storage.(*preallocStorage)
 	inc, created, err := loadIncarnation(db, dir, opts.Now)
 	if err != nil {
 		db.Close()
-		closeStorage(stor)
+		ls.Close()
 		return nil, err
 	}
-	s := &levelStore{dir: dir, db: db, stor: stor, opts: opts, inc: inc, wo: &opt.WriteOptions{Sync: !opts.NoSync}}
+	s := &levelStore{dir: dir, db: db, stor: stor, ls: ls, opts: opts, inc: inc, wo: &opt.WriteOptions{Sync: !opts.NoSync}}
 	s.c = newCommitter(s, opts)
 	opts.Logger.Info("slotstore: opened", "dir", dir, "incarnation", inc, "new", created, "fsync", !opts.NoSync)
 	if opts.NoSync {
@@ -90,27 +93,32 @@ func Open(dir string, opts Options) (Store, error) {
 
 // openDB opens the LevelDB, turning corruption (and any panic) into an error.
 // With fsync on, the DB runs over a preallocStorage (pre-zeroed journals,
-// see prealloc.go), which the caller closes after the DB.
-func openDB(dir string, o Options) (db *leveldb.DB, stor *preallocStorage, err error) {
+// see prealloc.go); either way over a logStorage (leveldb_log.go), which
+// the caller closes after the DB.
+func openDB(dir string, o Options) (db *leveldb.DB, ls *logStorage, err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			closeStorage(stor)
-			db, stor, err = nil, nil, fmt.Errorf("slotstore: %s: open: %w: leveldb panicked: %v", dir, ErrCorrupt, r)
+			if ls != nil {
+				ls.Close()
+			}
+			db, ls, err = nil, nil, fmt.Errorf("slotstore: %s: open: %w: leveldb panicked: %v", dir, ErrCorrupt, r)
 		}
 	}()
 	dbo := dbOptions(o)
+	var inner storage.Storage
 	if o.NoSync {
-		db, err = leveldb.OpenFile(dir, dbo)
+		inner, err = storage.OpenFile(dir, false)
 	} else {
-		stor, err = newPreallocStorage(dir, spareBytes(dbo), o.Logger)
-		if err != nil {
-			return nil, nil, wrapDB(dir, "open", err)
-		}
-		db, err = leveldb.Open(stor, dbo)
-		if err != nil {
-			closeStorage(stor)
-			stor = nil
-		}
+		inner, err = newPreallocStorage(dir, spareBytes(dbo), o.Logger)
+	}
+	if err != nil {
+		return nil, nil, wrapDB(dir, "open", err)
+	}
+	ls = &logStorage{Storage: inner, dir: dir, log: o.Logger}
+	db, err = leveldb.Open(ls, dbo)
+	if err != nil {
+		ls.Close()
+		ls = nil
 	}
 	if lerrors.IsCorrupted(err) {
 		return nil, nil, fmt.Errorf("%w (salvage it with leveldb.RecoverFile, or wipe the directory: "+
@@ -119,19 +127,12 @@ func openDB(dir string, o Options) (db *leveldb.DB, stor *preallocStorage, err e
 	if err != nil {
 		return nil, nil, wrapDB(dir, "open", err)
 	}
-	return db, stor, nil
+	return db, ls, nil
 }
 
 // spareBytes sizes a journal spare: a journal holds one write buffer of
 // batches plus framing; 1 MiB of slack keeps the last group inside it.
 func spareBytes(o *opt.Options) int64 { return int64(o.WriteBuffer) + int64(o.WriteBuffer)/8 + 1<<20 }
-
-// closeStorage closes a preallocStorage that may be nil.
-func closeStorage(s *preallocStorage) {
-	if s != nil {
-		s.Close()
-	}
-}
 
 // wrapDB maps a LevelDB error to the package's sentinels, with context.
 func wrapDB(dir, op string, err error) error {
@@ -326,10 +327,8 @@ func (s *levelStore) Close() error {
 		return nil
 	}
 	err := s.db.Close()
-	if s.stor != nil {
-		if serr := s.stor.Close(); err == nil {
-			err = serr
-		}
+	if serr := s.ls.Close(); err == nil {
+		err = serr
 	}
 	if err != nil {
 		return fmt.Errorf("slotstore: close %s: %w", s.dir, err)
@@ -401,3 +400,6 @@ func (s *levelStore) raiseSeal(wb *leveldb.Batch, seals map[string]uint64, sl se
 	wb.Put(sl.enc, binary.BigEndian.AppendUint64(nil, sl.seal))
 	return nil
 }
+
+// BackgroundErrors implements BackgroundErrorer.
+func (s *levelStore) BackgroundErrors() (int64, string) { return s.ls.backgroundErrors() }

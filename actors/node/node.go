@@ -71,6 +71,14 @@ type Config struct {
 	// from Cluster, Conn, Catalog, Logger and Now on the first request to
 	// a peer and closes it when it stops (reappend.go).
 	Client *actors.Client
+	// Disk, if set, measures the file system of the node's data (status,
+	// metrics); DiskWatermark is the fraction in use past which the node
+	// reports disk pressure (default bus.DefaultDiskWatermark).
+	Disk          func() (DiskUsage, error)
+	DiskWatermark float64
+	// JetStream, if set, says why the embedded NATS server's JetStream is
+	// off ("" while it runs): reported in status and metrics.
+	JetStream func() string
 }
 
 // Node is one storage node: an actor system (node → partition → slot
@@ -102,6 +110,9 @@ type Node struct {
 	peers    peerClient             // the client requests to peers and re-appends go through (reappend.go)
 	floor    floorKeeper            // the clock floor of closing scans (clock_floor.go)
 	accept   acceptViews            // each topic's accept window by range (accept_views.go)
+	// storeErrs counts store errors since the last log line of them, and
+	// storeErrLogged is when that line was written (unix ns; disk.go).
+	storeErrs, storeErrLogged atomic.Int64
 }
 
 // Stats are a node's counters (read with atomic loads).
@@ -145,6 +156,9 @@ func Start(cfg Config) (*Node, error) {
 	}
 	if cfg.ClockCheckEvery <= 0 {
 		cfg.ClockCheckEvery = DefaultClockCheckEvery
+	}
+	if cfg.DiskWatermark <= 0 || cfg.DiskWatermark >= 1 {
+		cfg.DiskWatermark = bus.DefaultDiskWatermark
 	}
 	if err := bus.ValidName("node id", cfg.ID); err != nil {
 		return nil, err

@@ -246,7 +246,7 @@ func (n *Node) readPage(m *slotRequest, q bus.ScanReq, d core.ScanDecision) {
 		return true
 	})
 	if err != nil {
-		n.stats.StoreErrors.Add(1)
+		n.storeError("scan", err)
 		n.scanError(m.msg, bus.StatusStoreError, err.Error())
 		return
 	}
@@ -259,7 +259,7 @@ func (n *Node) readPage(m *slotRequest, q bus.ScanReq, d core.ScanDecision) {
 	if q.Probe && next == q.To {
 		after, err = n.firstAfter(q)
 		if err != nil {
-			n.stats.StoreErrors.Add(1)
+			n.storeError("scan", err)
 			n.scanError(m.msg, bus.StatusStoreError, err.Error())
 			return
 		}

@@ -40,6 +40,7 @@ func (n *Node) Status() bus.NodeStatus {
 	if n.clock.off.Load() {
 		st.ClockOff = fmt.Sprintf("clock %s cluster time (bound %v): writes refused", clockOffText(n.clock.offset.Load()), n.cfg.ClockBound)
 	}
+	n.fillHealth(&st)      // disk.go
 	st.Clock = n.cfg.Now() // last: as close to the reply as possible
 	return st
 }
@@ -76,7 +77,7 @@ func (n *Node) maintenanceMetrics() []metrics.Func {
 	f := func(name, help string, counter bool, v *atomic.Int64) metrics.Func {
 		return metrics.Func{Name: name, Help: help, Counter: counter, F: func() float64 { return float64(v.Load()) }}
 	}
-	return []metrics.Func{
+	fs := []metrics.Func{
 		f("shards_repaired_total", "Shards this node rebuilt from k others and wrote (repair).", true, &s.ShardsRepaired),
 		f("repair_failures_total", "Repair fixes that failed (retried next pass).", true, &s.RepairFailures),
 		f("stripes_below_n", "Decodable stripes with fewer than n good shards seen by the last repair pass.", false, &s.StripesBelowN),
@@ -92,12 +93,49 @@ func (n *Node) maintenanceMetrics() []metrics.Func {
 		{Name: "clock_offset_seconds", Help: "Cluster time minus this node's clock, as the clock watch last judged it " +
 			"(beyond the clock bound the node refuses writes with CLOCK_OFF).", F: func() float64 { return float64(n.clock.offset.Load()) / 1e9 }},
 		{Name: "clock_off", Help: "1 while the node's clock is off cluster time and it refuses writes.", F: func() float64 {
-			if n.clock.off.Load() {
-				return 1
-			}
-			return 0
+			return bool01(n.clock.off.Load())
 		}},
 	}
+	return append(fs, n.healthMetrics()...)
+}
+
+// healthMetrics export the disk, the store's background errors and the
+// embedded JetStream (disk.go), read on each scrape.
+func (n *Node) healthMetrics() []metrics.Func {
+	diskF := func(f func(DiskUsage) float64) func() float64 {
+		return func() float64 {
+			u, _ := n.disk()
+			return f(u)
+		}
+	}
+	fs := []metrics.Func{
+		{Name: "disk_free_bytes", Help: "Bytes free on the file system of the node's data (0: not measured).",
+			F: diskF(func(u DiskUsage) float64 { return float64(u.Free) })},
+		{Name: "disk_used_ratio", Help: "Share of the file system of the node's data in use (0..1).",
+			F: diskF(func(u DiskUsage) float64 { return u.usedFraction() })},
+		{Name: "disk_watermark_ratio", Help: "Share in use past which the node reports disk pressure (--disk-watermark).",
+			F: func() float64 { return n.cfg.DiskWatermark }},
+		{Name: "store_background_errors_total", Help: "Flushes and compactions the slot store's LevelDB failed (it retries; a full disk).",
+			Counter: true, F: func() float64 {
+				if be, ok := n.cfg.Store.(slotstore.BackgroundErrorer); ok {
+					c, _ := be.BackgroundErrors()
+					return float64(c)
+				}
+				return 0
+			}},
+	}
+	if n.cfg.JetStream != nil {
+		fs = append(fs, metrics.Func{Name: "jetstream_enabled", Help: "1 while the node's embedded JetStream runs; " +
+			"0 once the NATS server turned it off (out of disk).", F: func() float64 { return bool01(n.cfg.JetStream() == "") }})
+	}
+	return fs
+}
+
+func bool01(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // startService adds the node's micro service and its status endpoint.

@@ -206,7 +206,7 @@ func (lc *LocalCluster) startNode(ln *localNode) error {
 	}
 	n, err := node.Start(node.Config{ID: ln.id, Cluster: lc.cfg.Cluster, Store: st, Conn: nc,
 		Catalog: lc.catalog, Logger: lc.cfg.Logger, ReplyDelay: ln.slow, Metrics: lc.cfg.Metrics, NoSync: lc.cfg.NoSync,
-		Repair: lc.cfg.Repair})
+		Repair: lc.cfg.Repair, Disk: func() (node.DiskUsage, error) { return diskUsage(ln.dir) }, JetStream: lc.jetStream})
 	if err != nil {
 		nc.Close()
 		_ = st.Close()
@@ -220,6 +220,15 @@ func (lc *LocalCluster) startNode(ln *localNode) error {
 	ln.member.Store(&meta.Member{ID: ln.id, ClientURL: lc.ClientURL(), Started: time.Now().UnixNano(),
 		Incarnation: st.Incarnation().String()})
 	return nil
+}
+
+// jetStream says why the cluster's one NATS server has JetStream off ("":
+// it runs): every node reports it (node_health.go).
+func (lc *LocalCluster) jetStream() string {
+	if lc.server == nil || lc.server.NATS().JetStreamEnabled() {
+		return ""
+	}
+	return "turned off by the NATS server (its disk or resources ran out); restart raidq dev once there is space"
 }
 
 // startFanout runs the node's NATS fan-out (its leases live in the KV

@@ -65,9 +65,10 @@ type Node struct {
 	kafka   *Gateway        // the Kafka gateway (NodeOptions.Kafka), or nil
 	started int64
 
-	hbCancel context.CancelFunc
-	hbDone   chan struct{}
-	fatal    chan error
+	hbCancel   context.CancelFunc
+	hbDone     chan struct{}
+	healthDone chan struct{} // watchHealth ended (node_health.go)
+	fatal      chan error
 
 	stopOnce sync.Once
 	stopErr  error
@@ -124,7 +125,8 @@ func StartNodeContext(ctx context.Context, o NodeOptions) (n *Node, err error) {
 
 	n.node, err = node.Start(node.Config{ID: o.ID, Cluster: o.Cluster, Store: n.store, Conn: n.nc,
 		Catalog: n.catalog, Logger: o.Logger, Now: o.Now, OnFatal: n.onFatal, Metrics: o.Metrics, NoSync: o.NoSync,
-		ReplyDelay: o.ReplyDelay, Repair: o.Repair, ClockBound: o.ClockBound})
+		ReplyDelay: o.ReplyDelay, Repair: o.Repair, ClockBound: o.ClockBound,
+		Disk: n.diskPort, DiskWatermark: o.DiskWatermark, JetStream: n.jetStreamPort}) // node_health.go
 	if err != nil {
 		return nil, fmt.Errorf("node %s: %w", o.ID, err)
 	}
@@ -190,8 +192,9 @@ func (n *Node) startHeartbeat(ctx context.Context) {
 		n.log.Warn("first member record not written; the heartbeat keeps trying", "err", err)
 	}
 	hctx, hcancel := context.WithCancel(context.Background())
-	n.hbCancel, n.hbDone = hcancel, make(chan struct{})
+	n.hbCancel, n.hbDone, n.healthDone = hcancel, make(chan struct{}), make(chan struct{})
 	go n.heartbeat(hctx)
+	go n.watchHealth(hctx, n.healthDone)
 }
 
 // startFanout starts the node's fan-out: for the partitions it holds it
@@ -586,7 +589,7 @@ func (n *Node) shutdown(ctx context.Context) error {
 		step("stop kafka gateway", n.kafka.Close)
 	}
 	if n.hbCancel != nil {
-		step("stop heartbeat", func() error { n.hbCancel(); <-n.hbDone; return nil })
+		step("stop heartbeat", func() error { n.hbCancel(); <-n.hbDone; <-n.healthDone; return nil })
 	}
 	if n.fanout != nil {
 		step("stop fan-out", func() error { n.fanout.Stop(); return nil })

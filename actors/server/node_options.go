@@ -66,6 +66,10 @@ type NodeOptions struct {
 	// ClockBound: the node refuses writes (CLOCK_OFF) while its clock is
 	// further than this from its peers' median (0: 1s; negative: never).
 	ClockBound time.Duration
+	// DiskWatermark is the share of the data file system in use past which
+	// the node reports disk pressure in status, metrics and its log
+	// (0: bus.DefaultDiskWatermark, 90%; --disk-watermark).
+	DiskWatermark float64
 	// ReplyDelay makes the node answer every request this late: a slow
 	// node for failure drills (hidden flag --reply-delay). Zero: none.
 	ReplyDelay time.Duration
@@ -143,6 +147,9 @@ func (o *NodeOptions) check() error {
 	}
 	if err := checkRepair(o.Repair); err != nil {
 		return fmt.Errorf("node: %w", err)
+	}
+	if o.DiskWatermark < 0 || o.DiskWatermark >= 1 {
+		return fmt.Errorf("node: disk watermark %g%%: must be above 0 and below 100", 100*o.DiskWatermark)
 	}
 	return o.checkSecurity() // node_security.go
 }

@@ -2,11 +2,13 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
 	"os/signal"
 	"strings"
+	"sync/atomic"
 	"syscall"
 
 	"github.com/raidq/raidq/actors/metrics"
@@ -107,7 +109,15 @@ func runDev(cmd *cobra.Command, f *devFlags) error {
 	if cfg.Kafka, err = f.kafka.options(f.sec.authFile); err != nil {
 		return err
 	}
-	reg, stopMetrics, err := serveMetrics(f.metricsAddr)
+	// /healthz says "starting" until every node serves: raidq health
+	// --wait then returns only once clients find all of them.
+	var started atomic.Bool
+	reg, stopMetrics, err := serveMetricsReady(f.metricsAddr, func() error {
+		if !started.Load() {
+			return errors.New("starting: not every node of the dev cluster serves yet")
+		}
+		return nil
+	})
 	if err != nil {
 		return err
 	}
@@ -123,6 +133,7 @@ func runDev(cmd *cobra.Command, f *devFlags) error {
 		return fmt.Errorf("dev cluster: %w", err)
 	}
 	defer lc.Close()
+	started.Store(true)
 	out := cmd.OutOrStdout()
 	f.describe(out, lc)
 	fmt.Fprintln(out, "press Ctrl-C to stop")

@@ -18,6 +18,7 @@ import (
 	"github.com/raidq/raidq/actors/metrics"
 	"github.com/raidq/raidq/actors/node"
 	"github.com/raidq/raidq/actors/server"
+	"github.com/raidq/raidq/bus"
 	"github.com/raidq/raidq/bus/natsserver"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -33,6 +34,7 @@ type nodeFlags struct {
 	kafka                             kafkaFlags        // kafka.go
 	logLevel, configFile, metricsAddr string
 	logFormat                         string
+	diskWatermark                     float64 // percent
 }
 
 func nodeCmd() *cobra.Command {
@@ -120,6 +122,8 @@ func (n *nodeFlags) register(cmd *cobra.Command) {
 	// Failure drills only (raidq drill slow-2): answer every request late.
 	f.DurationVar(&n.o.ReplyDelay, "reply-delay", 0, "answer every request this late (failure drills: a slow node)")
 	f.DurationVar(&n.o.ClockBound, "max-clock-offset", node.DefaultClockBound, "refuse writes (CLOCK_OFF) while this node's clock is further than this from its peers' (negative: never check)")
+	f.Float64Var(&n.diskWatermark, "disk-watermark", 100*bus.DefaultDiskWatermark,
+		"percent of the data file system in use past which the node reports disk pressure (status, metrics, log)")
 	_ = f.MarkHidden("reply-delay")
 }
 
@@ -141,6 +145,10 @@ func runNodeCmd(cmd *cobra.Command, f *nodeFlags) error {
 		return usageErr(fmt.Errorf("--http-listen: %w", err))
 	}
 	o.Routes = splitList(o.Routes)
+	if f.diskWatermark <= 0 || f.diskWatermark >= 100 {
+		return usageErr(fmt.Errorf("--disk-watermark %g: must be a percentage above 0 and below 100", f.diskWatermark))
+	}
+	o.DiskWatermark = f.diskWatermark / 100
 	if err := f.sec.apply(o); err != nil {
 		return err
 	}
@@ -180,14 +188,14 @@ func runNode(o server.NodeOptions) error {
 	case <-ctx.Done():
 		o.Logger.Info("signal received: stopping gracefully (a second signal exits at once)")
 	case fatal = <-n.Fatal():
-		o.Logger.Error("store failed: stopping", "err", fatal)
+		o.Logger.Error("node failed: stopping (exit 1; the supervisor restarts it)", "err", fatal)
 	}
 	stopSignals() // a second signal now gets the default action: exit at once
 	sctx, cancel := context.WithTimeout(context.Background(), nodeStopTimeout)
 	defer cancel()
 	serr := n.Stop(sctx)
 	if fatal != nil {
-		return fmt.Errorf("node %s: store failed: %w", o.ID, fatal)
+		return fmt.Errorf("node %s: failed: %w", o.ID, fatal)
 	}
 	if serr != nil {
 		return fmt.Errorf("node %s: stop: %w", o.ID, serr)

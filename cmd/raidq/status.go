@@ -47,7 +47,8 @@ versions (a rolling upgrade half done), a WARNING line after the table
 names them (--json: versions and version_warning).
 
 Exit codes: 0 every expected node serves; 1 some node is not serving (no
-answer, store failed, clock off) but every partition still has W nodes
+answer, store failed, clock off) or is degraded (disk past the watermark,
+JetStream off) but every partition still has W nodes
 serving; 3 a partition has fewer than W nodes serving (writes to it fail),
 the metadata is unavailable (the rows are then only the nodes that
 answered the ping), no node answers, or NATS cannot be reached; 4 the
@@ -126,7 +127,7 @@ func (f *statusFlags) exit(w io.Writer, nodes []bus.NodeStatus, exp expectedSet,
 		}
 	}
 	for _, n := range nodes {
-		if !serving(n) {
+		if n.Health != bus.HealthOK && n.Health != bus.HealthSlow {
 			say("node %s: %s", n.Node, n.Health)
 		}
 	}
@@ -143,6 +144,9 @@ func (f *statusFlags) exit(w io.Writer, nodes []bus.NodeStatus, exp expectedSet,
 	case len(v.Missing) > 0:
 		say("%d node(s) not serving (%s); every partition still reaches its write quorum", len(v.Missing),
 			strings.Join(v.Missing, " "))
+		return errFailed
+	case len(v.Degraded) > 0:
+		say("node(s) %s need attention (see NOTES)", strings.Join(v.Degraded, " "))
 		return errFailed
 	}
 	return nil
@@ -284,9 +288,7 @@ func printStatus(w io.Writer, nodes []bus.NodeStatus, odd map[string]bool) {
 		if n.NoSync {
 			notes = append(notes, "no-fsync")
 		}
-		if n.Counters.StoreErrors > 0 {
-			notes = append(notes, fmt.Sprintf("%d store errors", n.Counters.StoreErrors))
-		}
+		notes = append(notes, healthNotes(n)...)
 		if n.Counters.RepairPending > 0 {
 			notes = append(notes, fmt.Sprintf("repair: %d ranges pending", n.Counters.RepairPending))
 		}
@@ -384,4 +386,23 @@ func fmtBytes(n int64) string {
 		exp++
 	}
 	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
+}
+
+// healthNotes are the notes of a node's disk, store and JetStream.
+func healthNotes(n bus.NodeStatus) []string {
+	var notes []string
+	if n.DiskFull != "" {
+		notes = append(notes, n.DiskFull)
+	}
+	if n.JetStream != "" {
+		notes = append(notes, "JetStream off: "+n.JetStream)
+	}
+	if n.Counters.StoreErrors > 0 {
+		note := fmt.Sprintf("%d store errors", n.Counters.StoreErrors)
+		if n.StoreLog != "" {
+			note += " (last in the background: " + n.StoreLog + ")"
+		}
+		notes = append(notes, note)
+	}
+	return notes
 }

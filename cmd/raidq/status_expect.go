@@ -64,9 +64,10 @@ func readExpected(ctx context.Context, nc *nats.Conn, cluster string, timeout ti
 }
 
 // serving: a node that answered and takes writes (a slow reply still
-// does; a failed store or a clock off its peers' does not).
+// does, and so does a degraded one: disk past the watermark, JetStream
+// off; a failed store or a clock off its peers' does not).
 func serving(n bus.NodeStatus) bool {
-	return n.Health == bus.HealthOK || n.Health == bus.HealthSlow
+	return n.Health == bus.HealthOK || n.Health == bus.HealthSlow || n.Health == bus.HealthDegraded
 }
 
 // partitionDown is a partition with fewer than W of its ensemble serving:
@@ -89,6 +90,9 @@ type statusVerdict struct {
 	// Missing are expected nodes (and found ones) that are not serving:
 	// no answer, failed store, clock off.
 	Missing []string `json:"missing,omitempty"`
+	// Degraded are nodes that serve but need an operator (disk past the
+	// watermark, JetStream off).
+	Degraded []string `json:"degraded,omitempty"`
 	// BelowW are the partitions that cannot commit a write now.
 	BelowW []partitionDown `json:"partitions_below_w,omitempty"`
 }
@@ -99,6 +103,9 @@ func judge(nodes []bus.NodeStatus, topics []meta.TopicRecord) statusVerdict {
 	var v statusVerdict
 	up := map[string]bool{}
 	for _, n := range nodes {
+		if n.Health == bus.HealthDegraded {
+			v.Degraded = append(v.Degraded, n.Node)
+		}
 		if serving(n) {
 			up[n.Node] = true
 		} else {
