@@ -337,6 +337,9 @@ func (g *Gateway) stopParts() {
 	if g.fetches != nil {
 		g.fetches.close()
 	}
+	if g.tails != nil {
+		g.tails.close()
+	}
 	if g.prods != nil {
 		g.prods.close()
 	}

@@ -60,6 +60,11 @@ type tails struct {
 	subj bus.Subjects
 	log  *slog.Logger
 	sem  chan struct{}
+	// ctx ends every search when the gateway closes; bg counts the
+	// searches fetches started in the background.
+	ctx  context.Context
+	stop context.CancelFunc
+	bg   sync.WaitGroup
 
 	mu    sync.Mutex
 	byKey map[tailKey]*tail
@@ -70,7 +75,15 @@ func newTails(nc *nats.Conn, cluster string, log *slog.Logger) (*tails, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &tails{nc: nc, subj: subj, log: log, sem: make(chan struct{}, tailSearches), byKey: map[tailKey]*tail{}}, nil
+	ctx, stop := context.WithCancel(context.Background())
+	return &tails{nc: nc, subj: subj, log: log, sem: make(chan struct{}, tailSearches), ctx: ctx, stop: stop,
+		byKey: map[tailKey]*tail{}}, nil
+}
+
+// close ends the searches under way and waits for the background ones.
+func (ts *tails) close() {
+	ts.stop()
+	ts.bg.Wait()
 }
 
 // get returns the tail of t's partition, making room when full.
@@ -174,7 +187,11 @@ func (ts *tails) high(ctx context.Context, t *meta.Topic, part int, seen int64) 
 			v = got
 		}
 	case stale && idle:
-		go ts.search(t, part, tl)
+		ts.bg.Add(1)
+		go func() {
+			defer ts.bg.Done()
+			ts.search(t, part, tl)
+		}()
 	}
 	return max(v, seen)
 }
@@ -182,7 +199,7 @@ func (ts *tails) high(ctx context.Context, t *meta.Topic, part int, seen int64) 
 // search runs one search of tl (whose busy channel the caller set) and
 // ends it.
 func (ts *tails) search(t *meta.Topic, part int, tl *tail) {
-	ctx, cancel := context.WithTimeout(context.Background(), tailSearchFor)
+	ctx, cancel := context.WithTimeout(ts.ctx, tailSearchFor)
 	defer cancel()
 	var found tailFound
 	err := context.DeadlineExceeded
