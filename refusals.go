@@ -122,7 +122,7 @@ func explainSubject(cluster, op, subject string) (what, hint string) {
 		}
 	case strings.HasPrefix(subject, kvMeta+"member.") || strings.HasPrefix(subject, kvGroups+"lease."):
 		return "write node records", "only nodes (roles: [node]) may"
-	case strings.HasPrefix(subject, "_INBOX") && op == "subscribe":
+	case strings.HasPrefix(subject, "_INBOX"):
 		return "receive replies on " + subject, "a user receives replies only on _INBOX_<its user name or NKey>: " +
 			"check --inbox-prefix (raidq.WithInboxPrefix)"
 	}
