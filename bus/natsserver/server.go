@@ -12,6 +12,7 @@ import (
 	"net"
 	"net/url"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -364,11 +365,20 @@ type slogAdapter struct {
 	fatalMsg string // first fatal line
 
 	refusals refusalCounts // auth_refusals.go
+	routes   routeLog      // route_log.go
+	now      func() time.Time
 }
 
 var _ server.Logger = (*slogAdapter)(nil)
 
-func newSlogAdapter(l *slog.Logger) *slogAdapter { return &slogAdapter{l: l} }
+func newSlogAdapter(l *slog.Logger) *slogAdapter { return &slogAdapter{l: l, now: time.Now} }
+
+// logLine writes a line routeLog decided on.
+func (a *slogAdapter) logLine(line *routeLine) {
+	if line != nil && a.enabled(line.level) {
+		a.l.Log(context.Background(), line.level, line.msg, line.attrs...)
+	}
+}
 
 func (a *slogAdapter) enabled(level slog.Level) bool {
 	return a.l != nil && a.l.Enabled(context.Background(), level)
@@ -399,8 +409,14 @@ func (a *slogAdapter) lastError() string {
 	return a.last
 }
 
-// Noticef logs at Info.
-func (a *slogAdapter) Noticef(format string, v ...any) { a.log(slog.LevelInfo, format, v) }
+// Noticef logs at Info, and says so when a route to a peer that was down
+// is back (route_log.go).
+func (a *slogAdapter) Noticef(format string, v ...any) {
+	a.log(slog.LevelInfo, format, v)
+	if strings.Contains(format, "Route connection created") {
+		a.logLine(a.routes.created(a.now(), fmt.Sprintf(format, v...)))
+	}
+}
 
 // Warnf logs at Warn.
 func (a *slogAdapter) Warnf(format string, v ...any) { a.log(slog.LevelWarn, format, v) }
@@ -419,8 +435,15 @@ func (a *slogAdapter) Fatalf(format string, v ...any) {
 	}
 }
 
-// Errorf logs at Error.
+// Errorf logs at Error; the repeated dial errors of a route to a peer
+// that is down are folded (route_log.go).
 func (a *slogAdapter) Errorf(format string, v ...any) {
+	if format == routeConnErrFormat {
+		if line, handled := a.routes.failed(a.now(), v); handled {
+			a.logLine(line)
+			return
+		}
+	}
 	a.remember(format, v)
 	a.countRefusal(format, v) // auth_refusals.go
 	a.log(slog.LevelError, format, v)
