@@ -2,6 +2,8 @@ package main
 
 import (
 	"fmt"
+	"io"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -23,6 +25,14 @@ func TestLocalInputExitCodes(t *testing.T) {
 	missing := filepath.Join(t.TempDir(), "missing")
 	dir := t.TempDir()
 	health := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	garbage := filepath.Join(dir, "garbage")
+	if err := os.WriteFile(garbage, []byte("not a seed or a PEM\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	seed := filepath.Join(dir, "shop.nk")
+	if code := run([]string{"security", "nkey", "--out", seed}, io.Discard, io.Discard); code != exitOK {
+		t.Fatalf("security nkey: exit %d", code)
+	}
 	cases := []struct {
 		args []string
 		code int
@@ -47,6 +57,10 @@ func TestLocalInputExitCodes(t *testing.T) {
 		{[]string{"topic", "list", "--tls-ca", dir}, exitUsage, "is a directory"},
 		{[]string{"topic", "list", "--creds", missing}, exitUsage, "--creds"},
 		{[]string{"topic", "list", "--cluster", "a.b"}, exitUsage, "cluster name"},
+		{[]string{"topic", "list", "--user", "ops", "--nkey", seed}, exitUsage, "give one of"},
+		{[]string{"topic", "list", "--password", "pw"}, exitUsage, "needs a user"},
+		{[]string{"topic", "list", "--nkey", garbage}, exitUsage, "want a user seed"},
+		{[]string{"topic", "list", "--tls-ca", garbage}, exitUsage, "TLS CA"},
 		{[]string{"produce", "t", "--file", missing}, exitUsage, "--file"},
 		{[]string{"produce", "t", "--window", "0"}, exitUsage, "--window 0"},
 		{[]string{"produce", "t", "--delivery-timeout", "-1s"}, exitUsage, "--delivery-timeout"},

@@ -185,6 +185,30 @@ func checkLocalFlags(cmd *cobra.Command) error {
 			return usageErr(fmt.Errorf("--%s%s: %w", name, from, err))
 		}
 	}
+	return checkClientAuth(cmd)
+}
+
+// checkClientAuth loads a client command's credentials and TLS files as
+// connecting would (raidq.ClientAuth), so conflicting credentials (--user
+// with --nkey), a password without a user, a malformed seed or PEM are
+// usage errors before anything is sent, not connect failures carrying a
+// hint about the server ("the server requires TLS").
+func checkClientAuth(cmd *cobra.Command) error {
+	fs := cmd.Flags()
+	if fs.Lookup("user") == nil || fs.Lookup("nkey") == nil {
+		return nil // not a client command (node and dev take server TLS files)
+	}
+	get := func(name string) string {
+		if f := fs.Lookup(name); f != nil {
+			return f.Value.String()
+		}
+		return ""
+	}
+	a := raidq.ClientAuth{User: get("user"), Password: get("password"), NKeySeed: get("nkey"), Creds: get("creds"),
+		TLSCA: get("tls-ca"), TLSCert: get("tls-cert"), TLSKey: get("tls-key")}
+	if _, err := a.NATSOptions(); err != nil {
+		return usageErr(err)
+	}
 	return nil
 }
 
