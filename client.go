@@ -147,7 +147,6 @@ func buildOptions(opts []Option) options {
 // JetStream KV and watches its topics.
 func newClient(nc *nats.Conn, o options) (*Client, error) {
 	c := &Client{nc: nc, logger: o.logger, cluster: o.cluster, refusals: newRefusalHub(o.cluster, o.refusals)}
-	c.refusals.install(nc)
 	ctx, cancel := context.WithTimeout(context.Background(), o.timeout)
 	defer cancel()
 	m, err := meta.Open(ctx, nc, o.cluster, meta.Options{Timeout: o.timeout, Logger: o.logger})
@@ -171,6 +170,9 @@ func newClient(nc *nats.Conn, o options) (*Client, error) {
 		return nil, err
 	}
 	c.core = cc
+	// Nothing was asked of the cluster that a refusal could end before
+	// this (the metadata reads are everyone's).
+	c.refusals.install(nc)
 	return c, nil
 }
 
@@ -188,6 +190,7 @@ func (c *Client) Close() error {
 		if c.ownNC {
 			c.nc.Close()
 		}
+		c.refusals.close()
 	})
 	return nil
 }

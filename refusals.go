@@ -194,6 +194,7 @@ type refusalHub struct {
 	// refusals of their requests still in flight are theirs too, not
 	// other's (at most maxEnded, the latest).
 	ended [][]string
+	conns []*nats.Conn // the connections it listens on (install)
 }
 
 const maxEnded = 64
@@ -225,16 +226,69 @@ func matchAny(patterns []string, subject string) bool {
 	return false
 }
 
-// install chains the hub to nc's error handler (the handler set before,
+// connHubs are the hubs listening on each connection: one error handler
+// per connection serves every client over it (ConnectConn may build many
+// over one connection, and a handler chained per client would grow with
+// each). An entry goes when its connection is closed and its last hub
+// leaves.
+var connHubs sync.Map // *nats.Conn -> *connRefusals
+
+type connRefusals struct {
+	mu   sync.Mutex
+	hubs map[*refusalHub]struct{}
+}
+
+// install adds the hub to nc's refusal listeners; the first install on a
+// connection chains them to its error handler (the handler set before,
 // e.g. by nats.ErrorHandler, still receives every error).
 func (h *refusalHub) install(nc *nats.Conn) {
+	v, loaded := connHubs.LoadOrStore(nc, &connRefusals{hubs: make(map[*refusalHub]struct{})})
+	cr := v.(*connRefusals)
+	cr.mu.Lock()
+	cr.hubs[h] = struct{}{}
+	cr.mu.Unlock()
+	h.mu.Lock()
+	h.conns = append(h.conns, nc)
+	h.mu.Unlock()
+	if loaded {
+		return
+	}
 	prev := nc.ErrorHandler()
 	nc.SetErrorHandler(func(c *nats.Conn, s *nats.Subscription, err error) {
 		if prev != nil {
 			prev(c, s, err)
 		}
-		h.handle(c, err)
+		cr.mu.Lock()
+		hubs := make([]*refusalHub, 0, len(cr.hubs))
+		for h := range cr.hubs {
+			hubs = append(hubs, h)
+		}
+		cr.mu.Unlock()
+		for _, h := range hubs {
+			h.handle(c, err)
+		}
 	})
+}
+
+// close takes the hub off its connections (Client.Close).
+func (h *refusalHub) close() {
+	h.mu.Lock()
+	conns := h.conns
+	h.conns = nil
+	h.mu.Unlock()
+	for _, nc := range conns {
+		v, ok := connHubs.Load(nc)
+		if !ok {
+			continue
+		}
+		cr := v.(*connRefusals)
+		cr.mu.Lock()
+		delete(cr.hubs, h)
+		if len(cr.hubs) == 0 && nc.IsClosed() {
+			connHubs.Delete(nc)
+		}
+		cr.mu.Unlock()
+	}
 }
 
 // handle runs on the connection's callback goroutine: the watchers' on

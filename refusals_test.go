@@ -68,6 +68,11 @@ func TestRefusalsEndOperations(t *testing.T) {
 	}
 
 	t.Run("consumer of a topic it may not read", func(t *testing.T) {
+		orders, err := reader.Consumer("orders", raidq.WithStart(time.Now().Add(-time.Second)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer orders.Close()
 		cons, err := reader.Consumer("payments")
 		if err != nil {
 			t.Fatal(err)
@@ -78,6 +83,18 @@ func TestRefusalsEndOperations(t *testing.T) {
 		_, err = cons.Next(nctx)
 		checkRefusal(t, "Next", err, "user reader", `"raidq.sec.scan.`, ".payments.", "consumer: [...]")
 		checkRefusal(t, "Err", cons.Err(), "user reader")
+		// The consumer of orders, on the same connection, reads on.
+		p, err := shop.Producer("orders")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer p.Close()
+		if _, err := p.Send(ctx, raidq.Message{Value: []byte("after the refusal")}); err != nil {
+			t.Fatal(err)
+		}
+		if m, err := orders.Next(ctx); err != nil || string(m.Value) != "after the refusal" {
+			t.Fatalf("consumer of orders after the refusal of payments: %q, %v", m.Value, err)
+		}
 	})
 
 	t.Run("group outside its groups", func(t *testing.T) {
