@@ -65,6 +65,7 @@ func validNameFast(s string) bool {
 //	raidq.<cluster>.deliver.<topic>.<partition>       decoded records for subscribers
 //	raidq.<cluster>.hb.<node>                         node heartbeats
 //	raidq.<cluster>.status.<node>                     a node's status (its micro service endpoint)
+//	raidq.<cluster>.fault.clock.<node>                a drill's clock offset for a node started with --clock-fault
 //	raidq.<cluster>.indoubt.<topic>.<partition>       readers' in-doubt reports, for the nodes' repair loops
 //
 // Writes and scans travel on different subjects so that NATS permissions
@@ -83,6 +84,7 @@ type Subjects struct {
 	deliver string // "raidq.<cluster>.deliver."
 	hb      string // "raidq.<cluster>.hb."
 	status  string // "raidq.<cluster>.status."
+	clock   string // "raidq.<cluster>.fault.clock."
 	indoubt string // "raidq.<cluster>.indoubt."
 }
 
@@ -93,7 +95,7 @@ func NewSubjects(cluster string) (Subjects, error) {
 	}
 	base := SubjectPrefix + "." + cluster + "."
 	return Subjects{cluster: cluster, slot: base + "slot.", scan: base + "scan.", deliver: base + "deliver.", hb: base + "hb.", status: base + "status.",
-		indoubt: base + "indoubt."}, nil
+		clock: base + "fault.clock.", indoubt: base + "indoubt."}, nil
 }
 
 // Cluster returns the cluster name the subjects were built for.
@@ -161,6 +163,13 @@ func (s Subjects) Status(node string) string {
 	return s.status + node
 }
 
+// FaultClock returns raidq.<cluster>.fault.clock.<node>, where a node
+// started with a clock fault (failure drills: --clock-fault) takes
+// requests to offset its clock. Only nodes and admins may publish on it.
+func (s Subjects) FaultClock(node string) string {
+	return s.clock + node
+}
+
 // InDoubt returns raidq.<cluster>.indoubt.<topic>.<partition>, where readers
 // publish the offsets they skipped as in doubt (docs/design.md#read-path) so that the
 // nodes' repair loops re-append those that later prove decodable.
@@ -220,9 +229,10 @@ func (s Subjects) parseNodeSubject(subject, prefix, kind string) (node, topic st
 }
 
 // Wildcard patterns for permissions (package natsserver grants roles with
-// them): every node's status endpoint, and a topic's slot, scan, in-doubt
+// them): every node's status endpoint and clock fault subject, and a topic's slot, scan, in-doubt
 // and delivery subjects on every node and partition.
 func (s Subjects) StatusAny() string               { return s.status + "*" }
+func (s Subjects) FaultClockAny() string           { return s.clock + "*" }
 func (s Subjects) SlotAnyNode(topic string) string { return s.slot + "*." + topic + ".*" }
 func (s Subjects) ScanAnyNode(topic string) string { return s.scan + "*." + topic + ".*" }
 func (s Subjects) InDoubtTopic(topic string) string {

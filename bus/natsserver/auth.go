@@ -28,7 +28,8 @@ import (
 //	admin     create, alter and delete topics (the topic.* keys of the
 //	          metadata bucket), reset and delete native consumer groups
 //	          (the g.> keys of the groups bucket: `raidq group reset`,
-//	          `delete`), read the metadata, ask the nodes' status
+//	          `delete`), read the metadata, ask the nodes' status, offset
+//	          the clock of a node started with --clock-fault (drills)
 //	gateway   a Kafka gateway's own identity (`raidq kafka`): every
 //	          topic's write, scan and in-doubt subjects and deliver
 //	          subscriptions, topic records (for its Kafka admins), its
@@ -423,7 +424,7 @@ func (u AuthUser) Permissions(cluster string) (*server.Permissions, error) {
 	if u.Has(RoleAdmin) {
 		pub = append(pub, "$KV."+metaBucketName(cluster)+".topic.>", "$KV."+groupsBucketName(cluster)+".g.>",
 			"$SRV.PING", "$SRV.PING.>", "$SRV.INFO", "$SRV.INFO.>", "$SRV.STATS", "$SRV.STATS.>",
-			s.StatusAny())
+			s.StatusAny(), s.FaultClockAny())
 	}
 	if u.Has(RoleGateway) {
 		gp, gs := gatewayPermissions(s)

@@ -139,24 +139,26 @@ func TestRolePermissions(t *testing.T) {
 		t.Error("nodes must answer requests (allow_responses)")
 	}
 	pub, sub = perms(1) // admin
-	has(pub, "$KV.raidq_prod_meta.topic.>", "$KV.raidq_prod_groups.g.>", "$SRV.PING.>", "raidq.prod.status.*", "$JS.API.STREAM.INFO.KV_raidq_prod_meta")
+	has(pub, "$KV.raidq_prod_meta.topic.>", "$KV.raidq_prod_groups.g.>", "$SRV.PING.>", "raidq.prod.status.*", "raidq.prod.fault.clock.*",
+		"$JS.API.STREAM.INFO.KV_raidq_prod_meta")
 	hasNot(pub, "raidq.prod.slot", "raidq.prod.scan", "$KV.raidq_prod_meta.member", "$KV.raidq_prod_groups.lease", "$KV.raidq_prod_groups.kgroup")
 	has(sub, "_INBOX_ops.>")
 	pub, sub = perms(2) // producer
 	has(pub, "raidq.prod.slot.*.orders.*", "raidq.prod.slot.*.payments.*")
-	hasNot(pub, "raidq.prod.scan", "raidq.prod.indoubt", "$KV.", "$SRV", "raidq.prod.hb", "$JS.API.STREAM.CREATE", "$JS.API.STREAM.DELETE")
+	hasNot(pub, "raidq.prod.scan", "raidq.prod.indoubt", "$KV.", "$SRV", "raidq.prod.hb", "raidq.prod.fault", "$JS.API.STREAM.CREATE",
+		"$JS.API.STREAM.DELETE")
 	hasNot(sub, "raidq.", "_INBOX.")
 	pub, sub = perms(3) // consumer
 	nk := a.Users[3].NKey
 	has(pub, "raidq.prod.scan.*.orders.*", "raidq.prod.indoubt.orders.*", "$KV.raidq_prod_groups.g.billing.orders.>")
-	hasNot(pub, "raidq.prod.slot", "$KV.raidq_prod_meta", "$KV.raidq_prod_groups.lease", "$KV.raidq_prod_groups.g.*")
+	hasNot(pub, "raidq.prod.slot", "raidq.prod.fault", "$KV.raidq_prod_meta", "$KV.raidq_prod_groups.lease", "$KV.raidq_prod_groups.g.*")
 	has(sub, "raidq.prod.deliver.orders.>", "_INBOX_"+nk+".>")
 	pub, sub = perms(4) // gateway
 	has(pub, "raidq.prod.slot.*.*.*", "raidq.prod.scan.*.*.*", "raidq.prod.indoubt.*.*",
 		"$KV.raidq_prod_meta.topic.>", "$KV.raidq_prod_meta.gateway.*", "$KV.raidq_prod_groups.kgroup.>",
 		"$JS.API.STREAM.INFO.KV_raidq_prod_meta", "$JS.API.STREAM.MSG.GET.KV_raidq_prod_groups")
 	hasNot(pub, "$KV.raidq_prod_meta.member", "$KV.raidq_prod_meta.>", "$KV.raidq_prod_groups.g.", "$KV.raidq_prod_groups.lease",
-		"raidq.prod.hb", "raidq.prod.status", "raidq.prod.deliver", "raidq.prod.>", "$SRV", "_INBOX",
+		"raidq.prod.hb", "raidq.prod.status", "raidq.prod.fault", "raidq.prod.deliver", "raidq.prod.>", "$SRV", "_INBOX",
 		"$JS.API.STREAM.CREATE", "$JS.API.STREAM.UPDATE", "$JS.API.STREAM.DELETE", "$JS.API.STREAM.PURGE")
 	has(sub, "raidq.prod.deliver.*.>", "_INBOX_gw1.>")
 	hasNot(sub, "raidq.prod.slot", "raidq.prod.scan", "raidq.prod.hb", "raidq.prod.>", "_INBOX.", "$")
