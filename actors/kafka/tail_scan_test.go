@@ -63,3 +63,32 @@ func TestLastStripe(t *testing.T) {
 		})
 	}
 }
+
+// A page of a closing scan ends at the node's closed offset (Seal), of a
+// plain scan at To; a full page continues at Next; a page that does not
+// progress or closes outside the range is bad (the node counts unheard).
+func TestPageEnd(t *testing.T) {
+	closing := bus.ScanReq{From: 100, To: 200, Close: true}
+	plain := bus.ScanReq{From: 100, To: 200}
+	for _, c := range []struct {
+		name string
+		req  bus.ScanReq
+		rep  bus.ScanReply
+		end  uint64
+		last bool
+	}{
+		{"closing, last page", closing, bus.ScanReply{Seal: 150, Next: 150}, 150, true},
+		{"closing, full page", closing, bus.ScanReply{Seal: 150, Next: 120}, 120, false},
+		{"closing beyond the range", closing, bus.ScanReply{Seal: 250, Next: 250}, 0, false},
+		{"closing, no progress", closing, bus.ScanReply{Seal: 150, Next: 100}, 0, false},
+		{"closing nothing", closing, bus.ScanReply{Seal: 100, Next: 100}, 100, true},
+		{"plain, last page", plain, bus.ScanReply{Seal: 7, Next: 200}, 200, true},
+		{"plain, full page", plain, bus.ScanReply{Next: 160}, 160, false},
+		{"plain, past the end", plain, bus.ScanReply{Next: 210}, 0, false},
+	} {
+		end, last := pageEnd(c.req, c.rep)
+		if end != c.end || last != c.last {
+			t.Errorf("%s: end %d last %v, want %d %v", c.name, end, last, c.end, c.last)
+		}
+	}
+}
