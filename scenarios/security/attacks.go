@@ -217,7 +217,10 @@ func (r *run) scanOtherTopic(m *actor, start time.Time) {
 	read:
 		for {
 			select {
-			case <-cons.Messages():
+			case _, ok := <-cons.Messages():
+				if !ok { // the consumer ended: the client takes the refusal as the end
+					break read
+				}
 				n++
 			case <-timeout:
 				break read
