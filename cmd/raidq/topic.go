@@ -278,10 +278,10 @@ func retentionString(d time.Duration) string {
 type retentionFlag struct{ d *time.Duration }
 
 func (r retentionFlag) String() string {
-	if r.d == nil {
-		return "0s"
+	if r.d == nil || *r.d == 0 {
+		return "0" // pflag shows no default for "0"
 	}
-	return r.d.String()
+	return retentionString(*r.d)
 }
 
 func (r retentionFlag) Set(s string) error {

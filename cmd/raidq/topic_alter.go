@@ -33,8 +33,8 @@ func topicAlterCmd() *cobra.Command {
 		Long: "Change a topic. Retention changes at once. The accept window A changes by offset, " +
 			raidq.AlterLead.String() + " ahead, so every node switches at the same place, and one change must be in force " +
 			"before the next; the read delay D must stay at or above every A in force. Lowering both (e.g. --latency low) " +
-			"therefore takes two steps, A first and D once A is in force, and alter does both, waiting in between (a few " +
-			"seconds) and printing each step on stderr. Ctrl-C during the wait keeps the first step, which is consistent on " +
+			"therefore takes two steps, A first and D once A is in force, and alter does both, waiting in between (about " +
+			raidq.AlterLead.String() + ") and printing each step on stderr. Ctrl-C during the wait keeps the first step, which is consistent on " +
 			"its own (D still covers every A), and prints the command that finishes the change; --wait=false sends one " +
 			"change only, refused when D must wait.",
 		Args: cobra.ExactArgs(1),
