@@ -156,7 +156,9 @@ func newClient(nc *nats.Conn, o options) (*Client, error) {
 	c.meta = m
 	cat, err := c.meta.WatchCatalog(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("raidq cluster %q: load topics: %w", o.cluster, err)
+		return nil, fmt.Errorf("raidq cluster %q: metadata unavailable: the topic catalog could not be read within %v "+
+			"(JetStream has no leader for it: more than two servers down, or an election under way; raidq status shows "+
+			"which nodes answer): %w", o.cluster, o.timeout, err)
 	}
 	c.watched = cat
 	cfg := actors.ClientConfig{Cluster: o.cluster, Conn: nc, Catalog: cat, Logger: o.logger, Now: o.now, Metrics: o.metrics}

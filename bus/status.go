@@ -23,6 +23,9 @@ const (
 	HealthDegraded = "degraded"
 )
 
+// MaxStatusPeers bounds NodeStatus.Peers.
+const MaxStatusPeers = 1024
+
 // DefaultDiskWatermark is the fraction of a node's file system in use past
 // which it reports disk pressure (raidq node --disk-watermark).
 const DefaultDiskWatermark = 0.90
@@ -103,6 +106,10 @@ type NodeStatus struct {
 	// server turns it off when its disk fills, and does not turn it back
 	// on); empty while it runs or when the node embeds no server.
 	JetStream string `json:"jetstream,omitempty"`
+	// Peers are the node ids the ensembles of this node's cached catalog
+	// name (sorted, at most MaxStatusPeers): status learns from them which
+	// nodes should answer even when the metadata cannot be read.
+	Peers []string `json:"peers,omitempty"`
 
 	// Set by Status on the asking side.
 	Health    string        `json:"health,omitempty"`

@@ -2,6 +2,8 @@ package node
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/raidq/raidq/bus"
@@ -84,6 +86,31 @@ func (n *Node) fillHealth(st *bus.NodeStatus) {
 	if n.cfg.JetStream != nil {
 		st.JetStream = n.cfg.JetStream()
 	}
+	st.Peers = n.ensemblePeers()
+}
+
+// ensemblePeers are the node ids named in the ensembles of the node's cached
+// catalog (a catalog that lists its topics), sorted, bounded.
+func (n *Node) ensemblePeers() []string {
+	cat, ok := n.cfg.Catalog.(interface{ Names() []string })
+	if !ok {
+		return nil
+	}
+	seen := map[string]bool{}
+	for _, name := range cat.Names() {
+		t, err := n.cfg.Catalog.Topic(name)
+		if err != nil {
+			continue
+		}
+		for _, ens := range t.Ensembles {
+			for _, id := range ens {
+				if len(seen) < bus.MaxStatusPeers {
+					seen[id] = true
+				}
+			}
+		}
+	}
+	return slices.Sorted(maps.Keys(seen))
 }
 
 // storeErrorLogEvery spaces the log lines of store errors that do not stop

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -107,16 +108,18 @@ func TestCLISecureCluster(t *testing.T) {
 	for _, c := range []struct {
 		args []string
 		want string
+		code int
 	}{
-		{[]string{"topic", "list", "--nats", url, "--tls-ca", ca}, "requires credentials"},
-		{[]string{"topic", "list", "--nats", url, "--user", "ops", "--password", "opspw"}, "requires TLS"},
-		{[]string{"topic", "list", "--nats", url, "--tls-ca", ca, "--user", "ops", "--password", "nope"}, "Authorization Violation"},
-		{[]string{"status", "--nats", url, "--tls-ca", ca, "--user", "reader", "--password", "readerpw"}, "no raidq node answered"},
-		{[]string{"topic", "list", "--nats", url, "--tls-ca", ca, "--user", "ops", "--nkey", seed}, "give one of"},
+		{[]string{"topic", "list", "--nats", url, "--tls-ca", ca}, "requires credentials", exitRefused},
+		{[]string{"topic", "list", "--nats", url, "--user", "ops", "--password", "opspw"}, "requires TLS", exitRefused},
+		{[]string{"topic", "list", "--nats", url, "--tls-ca", ca, "--user", "ops", "--password", "nope"}, "Authorization Violation", exitRefused},
+		{[]string{"status", "--nats", url, "--tls-ca", ca, "--user", "reader", "--password", "readerpw"}, "permission denied: user reader may not", exitRefused},
+		{[]string{"topic", "list", "--nats", url, "--tls-ca", ca, "--user", "ops", "--nkey", seed}, "give one of", exitUsage},
 	} {
 		_, errOut, err := run("", append(c.args, "--timeout", "3s")...)
-		if err == nil || !strings.Contains(errOut, c.want) {
-			t.Errorf("raidq %s: %v %q, want an error with %q", strings.Join(c.args, " "), err, errOut, c.want)
+		var exit *exec.ExitError
+		if !errors.As(err, &exit) || exit.ExitCode() != c.code || !strings.Contains(errOut, c.want) {
+			t.Errorf("raidq %s: %v %q, want exit %d and an error with %q", strings.Join(c.args, " "), err, errOut, c.code, c.want)
 		}
 	}
 	if !strings.Contains(c.Node(0).Proc.Stderr(), "authentication on") {

@@ -9,7 +9,6 @@ import (
 	"os"
 	"os/signal"
 	"sort"
-	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -17,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/spf13/cobra"
 
+	"github.com/raidq/raidq"
 	"github.com/raidq/raidq/actors"
 	"github.com/raidq/raidq/bus"
 )
@@ -99,8 +99,7 @@ func showStatus(cmd *cobra.Command, f *statusFlags) error {
 	exp := readExpected(ctx, nc, f.cluster, f.timeout)
 	nodes, err := actors.StatusWith(ctx, nc, f.cluster, actors.StatusOptions{Timeout: f.timeout, Expect: exp.ids()})
 	if refused := firstRefusal(refusals); refused != nil && !anyAnswered(nodes) {
-		return fmt.Errorf("status of cluster %s refused for %s: %w (asking the nodes' status needs the admin role; docs/security.md)",
-			f.cluster, f.who(), &markedError{err: refused, mark: errRefused})
+		return refused // a *raidq.PermissionError: user, subject, the role it needs (exit 4)
 	}
 	if errors.Is(err, actors.ErrNoNodes) {
 		if len(nodes) == 0 {
@@ -111,6 +110,7 @@ func showStatus(cmd *cobra.Command, f *statusFlags) error {
 	if err != nil {
 		return fmt.Errorf("status of cluster %s on %s: %w", f.cluster, f.url, err)
 	}
+	nodes = addPeers(nodes, f.timeout)
 	v := judge(nodes, exp.topics)
 	if err := f.print(cmd.OutOrStdout(), nodes, exp, v); err != nil {
 		return err
@@ -133,8 +133,8 @@ func (f *statusFlags) exit(w io.Writer, nodes []bus.NodeStatus, exp expectedSet,
 	}
 	switch {
 	case exp.err != nil:
-		say("metadata unavailable: %v; the rows are the nodes that answered the ping, and nodes that did not are not listed "+
-			"(metadata keeps %d replicas: with more servers down it cannot answer)", exp.err, 5)
+		say("metadata unavailable (%v): JetStream has no leader for it, or too many servers are down (it keeps up to 5 replicas); "+
+			"the rows are the nodes that answered and those their ensembles name", exp.err)
 		return &markedError{err: errFailed, mark: errUnreachable}
 	case len(v.BelowW) > 0:
 		for _, p := range v.BelowW {
@@ -162,8 +162,8 @@ func anyAnswered(nodes []bus.NodeStatus) bool {
 	return false
 }
 
-// firstRefusal is the first permission violation the connection
-// reported, if any.
+// firstRefusal is the first permission refusal the connection reported,
+// if any.
 func firstRefusal(refusals <-chan error) error {
 	select {
 	case err := <-refusals:
@@ -173,23 +173,10 @@ func firstRefusal(refusals <-chan error) error {
 	}
 }
 
-// who names the user status connected as, for a refusal.
-func (f *statusFlags) who() string {
-	a := f.auth.auth(f.creds)
-	switch {
-	case a.User != "":
-		return "user " + strconv.Quote(a.User)
-	case a.NKeySeed != "":
-		return "the NKey in " + a.NKeySeed
-	case a.Creds != "":
-		return "the credentials in " + a.Creds
-	}
-	return "this connection (no user given)"
-}
-
-// connect connects to NATS at --nats with the credentials given,
-// reporting permission refusals on cmd's stderr and the first of them on
-// refusals.
+// connect connects to NATS at --nats with the credentials given. The
+// first permission refusal goes to refusals (status returns it when no
+// node answered: the user may not ask); other connection errors are
+// reported on cmd's stderr.
 func (f *statusFlags) connect(cmd *cobra.Command, refusals chan<- error) (*nats.Conn, error) {
 	opts := []nats.Option{nats.Name("raidq-status"), nats.Timeout(f.timeout)}
 	aopts, err := f.auth.natsOptions(f.creds)
@@ -197,17 +184,19 @@ func (f *statusFlags) connect(cmd *cobra.Command, refusals chan<- error) (*nats.
 		return nil, err
 	}
 	opts = append(opts, aopts...)
-	var report nats.Options // the reporter's handler, called from ours
+	var report nats.Options // the reporter's handler, for the errors that are not refusals
 	if err := newRefusalReporter(cmd.ErrOrStderr()).option()(&report); err != nil {
 		return nil, err
 	}
 	opts = append(opts, nats.ErrorHandler(func(nc *nats.Conn, sub *nats.Subscription, err error) {
-		report.AsyncErrorCB(nc, sub, err)
-		if errors.Is(err, nats.ErrPermissionViolation) {
-			select {
-			case refusals <- err:
-			default:
-			}
+		pe, ok := raidq.DescribeRefusal(f.cluster, nc, err)
+		if !ok {
+			report.AsyncErrorCB(nc, sub, err)
+			return
+		}
+		select {
+		case refusals <- pe:
+		default:
 		}
 	}))
 	nc, err := nats.Connect(f.url, opts...)

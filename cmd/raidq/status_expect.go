@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
@@ -38,10 +39,16 @@ func (e expectedSet) ids() []string {
 	return slices.Compact(ids)
 }
 
+// metaReadTimeout is the least status waits for the metadata.
+const metaReadTimeout = 5 * time.Second
+
 // readExpected reads the member records and topics within timeout. An
 // unreadable metadata store is not an error of the call: it is reported
 // in the set (err), because status still has the ping to show.
 func readExpected(ctx context.Context, nc *nats.Conn, cluster string, timeout time.Duration) expectedSet {
+	// JetStream stalls for seconds while a leader moves (a node just
+	// died): give the metadata a few seconds even with a short --timeout.
+	timeout = max(timeout, metaReadTimeout)
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	store, err := meta.Open(ctx, nc, cluster, meta.Options{Timeout: timeout, Logger: slog.New(slog.DiscardHandler)})
@@ -128,4 +135,28 @@ func judge(nodes []bus.NodeStatus, topics []meta.TopicRecord) statusVerdict {
 		}
 	}
 	return v
+}
+
+// addPeers adds a "no answer" row for every node that the answering
+// nodes' ensembles name (NodeStatus.Peers) but that has no row: when the
+// metadata cannot be read, the nodes' cached catalogs still say who
+// should be there. Sorted by node id.
+func addPeers(nodes []bus.NodeStatus, timeout time.Duration) []bus.NodeStatus {
+	have := map[string]bool{}
+	for _, n := range nodes {
+		have[n.Node] = true
+	}
+	cluster := ""
+	for _, n := range nodes {
+		cluster = cmp.Or(cluster, n.Cluster)
+		for _, id := range n.Peers {
+			if !have[id] && bus.ValidName("node id", id) == nil {
+				have[id] = true
+				nodes = append(nodes, bus.NodeStatus{Node: id, Cluster: cluster, Health: bus.HealthNoAnswer,
+					Error: "named in an ensemble, not found within " + timeout.String()})
+			}
+		}
+	}
+	slices.SortFunc(nodes, func(a, b bus.NodeStatus) int { return strings.Compare(a.Node, b.Node) })
+	return nodes
 }

@@ -237,3 +237,18 @@ func TestStatusJudge(t *testing.T) {
 		t.Errorf("expected ids %q", got)
 	}
 }
+
+// TestStatusPeers: nodes the answering nodes' ensembles name, but that
+// have no row (the metadata could not be read), get "no answer" rows.
+func TestStatusPeers(t *testing.T) {
+	nodes := []bus.NodeStatus{{Node: "n2", Cluster: "c", Health: bus.HealthOK, Peers: []string{"n1", "n2", "n3", "bad id"}},
+		{Node: "n1", Cluster: "c", Health: bus.HealthOK, Peers: []string{"n4"}}}
+	got := addPeers(nodes, time.Second)
+	var rows []string
+	for _, n := range got {
+		rows = append(rows, n.Node+":"+n.Health)
+	}
+	if want := "n1:ok n2:ok n3:no answer n4:no answer"; strings.Join(rows, " ") != want {
+		t.Errorf("rows %q, want %q", strings.Join(rows, " "), want)
+	}
+}

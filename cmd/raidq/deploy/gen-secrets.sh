@@ -72,6 +72,24 @@ for n in $NODES; do
 	chmod 0400 "secrets/$n"/*
 done
 
+# The nodes ask for RAIDQ_NOFILE open files (compose.yaml, 65536); runc
+# cannot raise a container's limit past the Docker daemon's own, and every
+# node then fails with "error setting rlimits". Where the daemon's hard
+# limit is lower, write that limit to .env (docker-compose reads it).
+nofile_limit() {
+	pid=$(pidof dockerd 2>/dev/null | cut -d' ' -f1) || return 1
+	[ -n "$pid" ] && awk '/^Max open files/ {print $5}' "/proc/$pid/limits" 2>/dev/null
+}
+want=65536
+if have=$(nofile_limit) && [ -n "$have" ] && [ "$have" != unlimited ] && [ "$have" -lt "$want" ]; then
+	if [ -e .env ] && grep -q '^RAIDQ_NOFILE=' .env; then
+		echo "the Docker daemon allows $have open files; .env already sets $(grep '^RAIDQ_NOFILE=' .env)"
+	else
+		echo "RAIDQ_NOFILE=$have" >>.env
+		echo "the Docker daemon allows $have open files (below $want): wrote RAIDQ_NOFILE=$have to .env"
+	fi
+fi
+
 if [ "$(id -u)" = 0 ]; then
 	for n in $NODES; do chown -R "$OWNER" "secrets/$n"; done
 	chown -R 472:0 secrets/grafana # the Grafana image's user
