@@ -30,7 +30,7 @@ import (
 // errors.Is.
 type PermissionError struct {
 	User    string // the NATS user: its name, public NKey or credentials' name
-	Op      string // "publish" or "subscribe"
+	Op      string // "publish", "subscribe" or "receive replies"
 	Subject string // the refused subject
 	What    string // what the subject is for, e.g. "write topic orders"
 	Hint    string // what the auth file lacks
@@ -46,9 +46,11 @@ func (e *PermissionError) Error() string {
 		e.User, what, e.Op, e.Subject, e.Hint)
 }
 
-// Is matches ErrPermissionDenied (and, through Unwrap,
-// nats.ErrPermissionViolation).
-func (e *PermissionError) Is(target error) bool { return target == ErrPermissionDenied }
+// Is matches ErrPermissionDenied and nats.ErrPermissionViolation (the
+// CLI's exit code 4 and every NATS-aware caller know the latter).
+func (e *PermissionError) Is(target error) bool {
+	return target == ErrPermissionDenied || target == nats.ErrPermissionViolation
+}
 
 // Unwrap is the server's refusal (nats.ErrPermissionViolation).
 func (e *PermissionError) Unwrap() error { return e.Err }
