@@ -65,6 +65,9 @@ type Node struct {
 	kafka   *Gateway        // the Kafka gateway (NodeOptions.Kafka), or nil
 	started int64
 
+	clockFault    *clockFault        // NodeOptions.ClockFault, or nil (clock_fault.go)
+	clockFaultSub *nats.Subscription // its requests
+
 	hbCancel   context.CancelFunc
 	hbDone     chan struct{}
 	healthDone chan struct{} // watchHealth ended (node_health.go)
@@ -90,7 +93,12 @@ func StartNodeContext(ctx context.Context, o NodeOptions) (n *Node, err error) {
 		return nil, badOptions{err}
 	}
 	log := o.Logger.With("node", o.ID)
-	n = &Node{opts: o, log: log, started: o.Now(), fatal: make(chan error, 1)}
+	var fault *clockFault
+	if o.ClockFault { // from here on everything reads the node's clock through o.Now
+		fault = &clockFault{base: o.Now}
+		o.Now = fault.now
+	}
+	n = &Node{opts: o, log: log, started: o.Now(), fatal: make(chan error, 1), clockFault: fault}
 	partial := n // n is nil on the error returns
 	defer func() {
 		if err != nil {
@@ -104,6 +112,11 @@ func StartNodeContext(ctx context.Context, o NodeOptions) (n *Node, err error) {
 	servers, err := n.connect()
 	if err != nil {
 		return nil, err
+	}
+	if fault != nil {
+		if err := n.serveClockFault(); err != nil { // clock_fault.go
+			return nil, err
+		}
 	}
 
 	replicas := o.MetaReplicas
@@ -125,7 +138,7 @@ func StartNodeContext(ctx context.Context, o NodeOptions) (n *Node, err error) {
 
 	n.node, err = node.Start(node.Config{ID: o.ID, Cluster: o.Cluster, Store: n.store, Conn: n.nc,
 		Catalog: n.catalog, Logger: o.Logger, Now: o.Now, OnFatal: n.onFatal, Metrics: o.Metrics, NoSync: o.NoSync,
-		ReplyDelay: o.ReplyDelay, Repair: o.Repair, ClockBound: o.ClockBound,
+		ReplyDelay: o.ReplyDelay, Repair: o.Repair, ClockBound: o.ClockBound, ClockCheckEvery: n.clockCheckEvery(),
 		Disk: n.diskPort, DiskWatermark: o.DiskWatermark, JetStream: n.jetStreamPort}) // node_health.go
 	if err != nil {
 		return nil, fmt.Errorf("node %s: %w", o.ID, err)
@@ -584,6 +597,9 @@ func (n *Node) shutdown(ctx context.Context) error {
 		if d := time.Since(t); d > time.Second {
 			slow = append(slow, name, d.Round(time.Millisecond))
 		}
+	}
+	if n.clockFaultSub != nil {
+		step("stop clock fault", n.clockFaultSub.Unsubscribe)
 	}
 	if n.kafka != nil {
 		step("stop kafka gateway", n.kafka.Close)

@@ -73,6 +73,12 @@ type NodeOptions struct {
 	// ReplyDelay makes the node answer every request this late: a slow
 	// node for failure drills (hidden flag --reply-delay). Zero: none.
 	ReplyDelay time.Duration
+	// ClockFault lets failure drills offset the node's clock at run time
+	// (hidden flag --clock-fault; clock_fault.go): the node's clock is
+	// Now plus an offset set on raidq.<cluster>.fault.clock.<id>, and it
+	// checks its clock against its peers' every second. Off: the node
+	// does not subscribe to that subject.
+	ClockFault bool
 	// Insecure allows a node without authentication (ErrNoAuth otherwise).
 	Insecure bool
 	// Auth turns on authentication and subject permissions on the

@@ -124,7 +124,10 @@ func (n *nodeFlags) register(cmd *cobra.Command) {
 	f.DurationVar(&n.o.ClockBound, "max-clock-offset", node.DefaultClockBound, "refuse writes (CLOCK_OFF) while this node's clock is further than this from its peers' (negative: never check)")
 	f.Float64Var(&n.diskWatermark, "disk-watermark", 100*bus.DefaultDiskWatermark,
 		"percent of the data file system in use past which the node reports disk pressure (status, metrics, log)")
+	// Failure drills only (raidq drill clock-step): the node's clock can be offset at run time.
+	f.BoolVar(&n.o.ClockFault, "clock-fault", false, "let admins offset this node's clock at run time on raidq.<cluster>.fault.clock.<id> (failure drills)")
 	_ = f.MarkHidden("reply-delay")
+	_ = f.MarkHidden("clock-fault")
 }
 
 // runNodeCmd is `raidq node`: it reads --config, turns the flags into the
