@@ -84,6 +84,7 @@ func TestLocalInputExitCodes(t *testing.T) {
 		{[]string{"node", "--id", "n1", "--data", dir}, exitUsage, "--insecure"},
 		{[]string{"node", "--config", missing}, exitUsage, "--config"},
 		{[]string{"node", "--insecure", "--id", "n1", "--data", dir, "--auth", missing}, exitUsage, "--auth"},
+		{[]string{"node", "--insecure", "--id", "n1", "--data", dir, "--kafka-auth", missing}, exitUsage, "--kafka-auth"},
 		{[]string{"dev", "--listen", ""}, exitUsage, "--listen"},
 		{[]string{"dev", "--auth", missing}, exitUsage, "--auth"},
 		{[]string{"kafka"}, exitUsage, "--listen"},

@@ -151,7 +151,7 @@ func checkTopicArg(c *cobra.Command, check cobra.PositionalArgs) cobra.Positiona
 // a usage error (exit 2) naming the flag, not a connect failure with a
 // misleading hint ("the server requires TLS").
 var inputFiles = []string{"file", "creds", "nkey", "tls-ca", "tls-cert", "tls-key", "nats-creds", "nats-nkey", "nats-tls-ca",
-	"kafka-tls-cert", "kafka-tls-key", "auth", "config", "binary", "node-binary"}
+	"kafka-tls-cert", "kafka-tls-key", "kafka-auth", "auth", "config", "binary", "node-binary"}
 
 // checkLocalFlags checks, before any command runs, what every command
 // would otherwise find only later: the --cluster name, and the input-file
