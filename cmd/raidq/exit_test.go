@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	"github.com/spf13/cobra"
+
+	"github.com/raidq/raidq/bus"
 )
 
 // TestLocalInputExitCodes runs every command that checks its input before
@@ -133,6 +135,11 @@ func TestLocalInputExitCodes(t *testing.T) {
 		}
 	}
 	walk(newRoot())
+	// A name the library checks after connecting (group reset --topic,
+	// a Go caller's) is input wrong too, not a refusal.
+	if code := exitCode(fmt.Errorf("reset: %w", bus.ValidName("topic", "a b"))); code != exitUsage {
+		t.Errorf("an invalid name from the library: exit %d, want %d", code, exitUsage)
+	}
 	if len(covered) < 20 {
 		t.Fatalf("the table covers only %d commands: %v", len(covered), covered)
 	}

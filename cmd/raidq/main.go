@@ -82,7 +82,8 @@ func newRoot() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		Version:       bus.Version(), // --version
-		// Input files are checked before any command runs (exit 2).
+		// Local input (cluster name, input files, credentials) is checked
+		// before any command runs: exit 2, nothing sent.
 		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error { return checkLocalFlags(cmd) },
 	}
 	root.SetVersionTemplate("raidq {{.Version}}\n")
