@@ -229,10 +229,9 @@ func matchAny(patterns []string, subject string) bool {
 }
 
 // connHubs are the hubs listening on each connection: one error handler
-// per connection serves every client over it (ConnectConn may build many
-// over one connection, and a handler chained per client would grow with
-// each). An entry goes when its connection is closed and its last hub
-// leaves.
+// per connection serves every client over it at once (ConnectConn may
+// build many over one connection). An entry goes when its last hub
+// leaves, so nothing here outlives the clients.
 var connHubs sync.Map // *nats.Conn -> *connRefusals
 
 type connRefusals struct {
@@ -286,7 +285,9 @@ func (h *refusalHub) close() {
 		cr := v.(*connRefusals)
 		cr.mu.Lock()
 		delete(cr.hubs, h)
-		if len(cr.hubs) == 0 && nc.IsClosed() {
+		if len(cr.hubs) == 0 {
+			// Forget the connection (its handler, left in place, finds
+			// no hub); a client built over it later installs anew.
 			connHubs.Delete(nc)
 		}
 		cr.mu.Unlock()
