@@ -59,6 +59,7 @@ func (r *run) attacks(ctx context.Context) error {
 		return err
 	}
 	r.producerAttacks(ctx, cs.mallory, ta, tb, start)
+	r.clockFaultChecks(ctx, cs.mallory) // clock.go
 	r.consumerAttacks(ctx, cs.reader, ta)
 	r.connectAttacks(ctx)
 	r.flood(ctx, cs.mallory, ta)

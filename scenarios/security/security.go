@@ -5,7 +5,9 @@
 // routes. Then clients try what their permissions do not allow: a producer
 // of topic A writes topic B, reads topic B, writes raw slots with a
 // payload that names another topic, forges a repair write, creates a
-// topic, forges a node heartbeat, sniffs other users' replies; a consumer
+// topic, forges a node heartbeat, sniffs other users' replies, steps a
+// node's clock (node n0 runs with a clock fault, which the admin may
+// use); a consumer
 // writes through the scan subject; anonymous, wrong-password and plaintext
 // clients connect; a server without a certificate joins the routes; an
 // attacker floods a node with garbage and oversized requests. Each attempt
@@ -240,7 +242,8 @@ func (r *run) startNodes(ctx context.Context) error {
 				DataDir: filepath.Join(r.dir, fmt.Sprintf("n%d", i)), Cluster: r.cfg.Cluster,
 				Listen:        fmt.Sprintf("127.0.0.1:%d", ports[i]),
 				ClusterListen: fmt.Sprintf("127.0.0.1:%d", ports[r.cfg.Nodes+i]), Routes: r.routes,
-				Auth: r.auth, TLS: r.tls.Files(), NoSync: true, Logger: r.log, MetaTimeout: 90 * time.Second})
+				Auth: r.auth, TLS: r.tls.Files(), NoSync: true, Logger: r.log, MetaTimeout: 90 * time.Second,
+				ClockFault: i == 0}) // clockNode (clock.go)
 		}()
 	}
 	wg.Wait()
