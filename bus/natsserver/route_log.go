@@ -1,10 +1,12 @@
 package natsserver
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
+	"net"
 	"regexp"
-	"strings"
+	"slices"
 	"sync"
 	"time"
 )
@@ -43,8 +45,25 @@ type routeDown struct {
 }
 
 // dialAddr finds the address in a dial error ("dial tcp 10.0.0.2:6222:
-// connect: connection refused").
-var dialAddr = regexp.MustCompile(`dial tcp (\S+): `)
+// connect: connection refused"), lookupHost the host of a failed name
+// lookup ("lookup for host \"n3\": lookup n3 on 127.0.0.11:53: no such
+// host", a container that is gone).
+var (
+	dialAddr   = regexp.MustCompile(`dial tcp (\S+): `)
+	lookupHost = regexp.MustCompile(`lookup for host "([^"]+)"`)
+)
+
+// peerOf is the peer a route dial error is about: the host of a failed
+// lookup, else the address dialled, else the whole text.
+func peerOf(errText string) string {
+	if m := lookupHost.FindStringSubmatch(errText); m != nil {
+		return m[1]
+	}
+	if m := dialAddr.FindStringSubmatch(errText); m != nil {
+		return m[1]
+	}
+	return errText
+}
 
 // routeCreated finds the peer of "10.0.0.2:6222 - rid:5 - Route connection
 // created" (the client prefix nats-server puts before the notice).
@@ -58,10 +77,7 @@ func (r *routeLog) failed(now time.Time, v []any) (line *routeLine, handled bool
 		return nil, false
 	}
 	errText := fmt.Sprint(v[1])
-	addr := errText
-	if m := dialAddr.FindStringSubmatch(errText); m != nil {
-		addr = m[1]
-	}
+	addr := peerOf(errText)
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.down == nil {
@@ -93,21 +109,59 @@ const maxRoutesDown = 256
 
 // created takes a notice; for a route created to a peer that was down it
 // returns the line saying it is back (the notice itself is still logged).
-func (r *routeLog) created(now time.Time, msg string) *routeLine {
-	if !strings.Contains(msg, "Route connection created") {
-		return nil
-	}
+// The notice names the peer by address: a peer that was down by host
+// name is matched by resolving that name with lookup (which may block:
+// call created off the logging path).
+func (r *routeLog) created(now time.Time, msg string, lookup func(host string) []string) *routeLine {
 	m := routeCreated.FindStringSubmatch(msg)
 	if m == nil {
 		return nil
 	}
+	addr := m[1]
+	ip, _, _ := net.SplitHostPort(addr)
+	r.mu.Lock()
+	var names []string
+	for key := range r.down {
+		if host, _, err := net.SplitHostPort(key); key == addr || err == nil && host == ip {
+			return r.back(now, key, addr)
+		} else if err != nil && net.ParseIP(key) == nil {
+			names = append(names, key)
+		}
+	}
+	r.mu.Unlock()
+	for _, name := range names {
+		if lookup != nil && slices.Contains(lookup(name), ip) {
+			r.mu.Lock()
+			if r.down[name] != nil {
+				return r.back(now, name, addr)
+			}
+			r.mu.Unlock()
+		}
+	}
+	return nil
+}
+
+// back forgets the peer key and returns the line saying it is back. mu is
+// held, and back unlocks it.
+func (r *routeLog) back(now time.Time, key, addr string) *routeLine {
+	defer r.mu.Unlock()
+	d := r.down[key]
+	delete(r.down, key)
+	return &routeLine{slog.LevelInfo, "NATS route to a peer is back", []any{"peer", key, "addr", addr,
+		"down_for", now.Sub(d.since).Round(time.Second), "failed_attempts", d.attempts}}
+}
+
+// lookupHost resolves host within a second (a peer known by name).
+func lookupHostAddrs(host string) []string {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	addrs, _ := net.DefaultResolver.LookupHost(ctx, host)
+	return addrs
+}
+
+// anyDown: some peer is down (a created route may be its return).
+func (r *routeLog) anyDown() bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	d := r.down[m[1]]
-	if d == nil {
-		return nil
-	}
-	delete(r.down, m[1])
-	return &routeLine{slog.LevelInfo, "NATS route to a peer is back", []any{"peer", m[1], "down_for", now.Sub(d.since).Round(time.Second),
-		"failed_attempts", d.attempts}}
+	return len(r.down) > 0
 }

@@ -413,8 +413,9 @@ func (a *slogAdapter) lastError() string {
 // is back (route_log.go).
 func (a *slogAdapter) Noticef(format string, v ...any) {
 	a.log(slog.LevelInfo, format, v)
-	if strings.Contains(format, "Route connection created") {
-		a.logLine(a.routes.created(a.now(), fmt.Sprintf(format, v...)))
+	if strings.Contains(format, "Route connection created") && a.routes.anyDown() {
+		msg, now := fmt.Sprintf(format, v...), a.now()
+		go a.logLine(a.routes.created(now, msg, lookupHostAddrs)) // may resolve a host name
 	}
 }
 
