@@ -179,7 +179,7 @@ func (c *Client) Consumer(topic string, options ...ConsumerOption) (*Consumer, e
 	}
 	for _, p := range opts.Partitions {
 		if p < 0 || p >= t.Partitions {
-			return nil, fmt.Errorf("topic %s has partitions 0..%d, not %d", topic, t.Partitions-1, p)
+			return nil, fmt.Errorf("%w: topic %s has partitions 0..%d, not %d", ErrUnknownPartition, topic, t.Partitions-1, p)
 		}
 	}
 	if opts.From.IsZero() {

@@ -49,6 +49,8 @@ var (
 	ErrClosed = core.ErrClosed
 	// ErrUnknownTopic: no such topic.
 	ErrUnknownTopic = meta.ErrUnknownTopic
+	// ErrUnknownPartition: the topic has no such partition.
+	ErrUnknownPartition = errors.New("unknown partition")
 	// ErrBusy: the producer's queues are full; slow down.
 	ErrBusy = actors.ErrBusy
 	// ErrInvalidParams: topic parameters break a rule of the coding

@@ -326,6 +326,8 @@ func TestDevOperatorTools(t *testing.T) {
 	}{
 		{append([]string{"topic", "create", "orders"}, admin...), exitRefused},
 		{append([]string{"topic", "describe", "nosuch"}, admin...), exitRefused},
+		// unknown to the cluster: a partition the topic does not have
+		{[]string{"consume", "orders", "--partition", "9", "--user", "reader", "--password", "readerpw", "--timeout", "10s"}, exitRefused},
 		{append([]string{"topic", "create", "bad", "--acks", "3"}, admin...), exitUsage}, // checked before sending
 		{[]string{"topic", "list", "--user", "ops", "--password", "wrong", "--timeout", "5s"}, exitRefused},
 		{[]string{"topic", "list", "--nats", "nats://127.0.0.1:1", "--timeout", "2s"}, exitUnreachable},

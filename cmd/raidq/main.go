@@ -276,7 +276,7 @@ func usageErr(err error) error {
 // Causes by exit code, matched with errors.Is through every wrapping.
 var (
 	usageCauses   = []error{errUsage, natsserver.ErrBadAuthConfig, server.ErrBadOptions, bus.ErrBadName}
-	refusedCauses = []error{errRefused, raidq.ErrInvalidParams, raidq.ErrUnknownTopic, raidq.ErrInvalidMessage,
+	refusedCauses = []error{errRefused, raidq.ErrInvalidParams, raidq.ErrUnknownTopic, raidq.ErrUnknownPartition, raidq.ErrInvalidMessage,
 		raidq.ErrClockSkew, raidq.ErrKafkaGroup, meta.ErrTopicExists, meta.ErrNotFound, meta.ErrReplace,
 		meta.ErrFenced, meta.ErrAlter, meta.ErrAlterPending, meta.ErrAlterOrder, bus.ErrBadSubject, nats.ErrAuthorization, nats.ErrAuthExpired,
 		nats.ErrAuthRevoked, nats.ErrAccountAuthExpired, nats.ErrPermissionViolation, nats.ErrSecureConnRequired,
