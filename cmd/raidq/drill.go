@@ -137,7 +137,7 @@ func runDrill(cmd *cobra.Command, args []string, f *drillFlags) error {
 // error for none or an unknown one.
 func drillNames(args []string) ([]string, error) {
 	if len(args) == 0 {
-		return nil, fmt.Errorf("name a drill (%s) or all", strings.Join(drill.Names(), ", "))
+		return nil, usageErr(fmt.Errorf("name a drill (%s) or all", strings.Join(drill.Names(), ", ")))
 	}
 	names := args
 	if len(args) == 1 && args[0] == "all" {
@@ -145,7 +145,7 @@ func drillNames(args []string) ([]string, error) {
 	}
 	for _, n := range names {
 		if drill.About(n) == "" {
-			return nil, fmt.Errorf("unknown drill %q (known: %s, all)", n, strings.Join(drill.Names(), ", "))
+			return nil, usageErr(fmt.Errorf("unknown drill %q (known: %s, all)", n, strings.Join(drill.Names(), ", ")))
 		}
 	}
 	return names, nil

@@ -93,6 +93,7 @@ func TestLocalInputExitCodes(t *testing.T) {
 		{[]string{"bench", "--repeat", "0"}, exitUsage, "--repeat"},
 		{[]string{"drill", "kill-2", "--latency", "bogus"}, exitUsage, "--latency"},
 		{[]string{"drill", "kill-2", "--binary", missing}, exitUsage, "--binary"},
+		{[]string{"drill", "nosuch"}, exitUsage, "unknown drill"},
 		{[]string{"security", "nkey", "--out", missing, "--bogus"}, exitUsage, "--bogus"},
 		{[]string{"security", "certs"}, exitUsage, "--name"},
 		{[]string{"security", "nats-config", "--auth", missing}, exitUsage, "--auth"},
