@@ -107,10 +107,14 @@ func newProcBackend(r *run, dir string) (*procBackend, error) {
 	c, err := cluster.New(cluster.Config{Binary: bin, Dir: dir, Nodes: 6, Cluster: "drill", LogLevel: r.cfg.NodeLogLevel,
 		Args: args, StartTimeout: 90 * time.Second,
 		NodeArgs: func(i int) []string {
+			var args []string
 			if d := r.plan.slow[i]; d > 0 {
-				return []string{"--reply-delay", d.String()}
+				args = append(args, "--reply-delay", d.String())
 			}
-			return nil
+			if r.plan.clockFault[i] {
+				args = append(args, "--clock-fault")
+			}
+			return args
 		},
 		Prepare: func(i int, cmd *exec.Cmd) {
 			if uid, ok := b.uids[i]; ok {

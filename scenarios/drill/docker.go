@@ -130,6 +130,9 @@ func newDockerBackend(r *run, dir string) (backend, error) {
 		if d := r.plan.slow[i]; d > 0 {
 			b.env = append(b.env, fmt.Sprintf("RAIDQ_DELAY_N%d=%s", i, d))
 		}
+		if r.plan.clockFault[i] {
+			b.env = append(b.env, fmt.Sprintf("RAIDQ_CLOCK_FAULT_N%d=true", i))
+		}
 		if err := os.MkdirAll(filepath.Join(dir, b.ids[i]), 0o755); err != nil {
 			return nil, err
 		}

@@ -299,6 +299,7 @@ type run struct {
 	groupDels    []memberDelivery // what the group delivered (set by groupVerdict)
 	rolling      *rollingResult   // the rolling scenario's findings
 	corrupt      *corruptResult   // the corrupt scenario's findings
+	clockStep    *clockStepResult // the clock-step scenario's findings
 }
 
 func (r *run) since() float64 {

@@ -23,17 +23,18 @@ type step struct {
 // plan is what a scenario sets up: which nodes get faults (clients
 // connect to the others), slow nodes, producer clocks and the schedule.
 type plan struct {
-	r         *run
-	producers int
-	faulted   []int
-	slow      map[int]time.Duration
-	isolate   []int
-	clocks    map[int]func() int64
-	steps     []step
-	notes     []string
-	onExit    func(ctx context.Context, x exitInfo) bool
-	kafka     bool     // Kafka clients through gateways instead of native producers and group (kafka.go)
-	marks     sync.Map // name -> time.Duration since the load start
+	r          *run
+	producers  int
+	faulted    []int
+	slow       map[int]time.Duration
+	clockFault map[int]bool // nodes started with --clock-fault (clockstep.go)
+	isolate    []int
+	clocks     map[int]func() int64
+	steps      []step
+	notes      []string
+	onExit     func(ctx context.Context, x exitInfo) bool
+	kafka      bool     // Kafka clients through gateways instead of native producers and group (kafka.go)
+	marks      sync.Map // name -> time.Duration since the load start
 
 	// needNet: the scenario cannot run without iptables isolation (Run
 	// reports it skipped instead of freezing the nodes).
@@ -64,6 +65,8 @@ var scenarioList = []scenario{
 	{name: "rolling", about: "restart every node in turn under load (SIGTERM, start, wait until it is a member)",
 		setup: setupRolling, check: checkRolling},
 	{name: "skew", about: "producer clocks off by ±200 ms, one by 2 s", setup: setupSkew},
+	{name: "clock-step", about: "step one node's clock +5 s at 30% of the load, -5 s (behind real time) at 50%, back at 70% (--clock-fault)",
+		setup: setupClockStep, check: checkClockStep},
 	{name: "conflict", about: "16+ producers whose clocks tick in whole milliseconds, so their offsets collide",
 		setup: setupConflict, check: checkConflict},
 	{name: "partition", about: "cut two nodes off the network for 10 s (iptables as root; else SIGSTOP)",
@@ -105,7 +108,8 @@ func scenarioByName(name string) (scenario, bool) {
 }
 
 func newPlan(r *run, sc scenario) *plan {
-	p := &plan{r: r, producers: r.cfg.Producers, slow: make(map[int]time.Duration), clocks: make(map[int]func() int64)}
+	p := &plan{r: r, producers: r.cfg.Producers, slow: make(map[int]time.Duration), clocks: make(map[int]func() int64),
+		clockFault: make(map[int]bool)}
 	sc.setup(p)
 	sort.Slice(p.steps, func(i, j int) bool { return p.steps[i].at < p.steps[j].at })
 	return p
