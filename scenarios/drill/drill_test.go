@@ -122,7 +122,7 @@ func TestDrills(t *testing.T) {
 	}
 }
 
-// TestClockStepDrill runs clock-step on a 12 s load: one node started
+// TestClockStepDrill runs clock-step on a 15 s load: one node started
 // with --clock-fault is stepped 5 s ahead, 5 s behind and back, and its
 // status must show "clock off" ahead, then behind, then nothing, with
 // nothing acked lost and the live group missing nothing. About 25-35s.
@@ -135,7 +135,7 @@ func TestClockStepDrill(t *testing.T) {
 	// ranges of the real future verified, and the shards it then refuses
 	// there are never rebuilt. Logged, not failed, until repair is fixed.
 	known := func(c Check) bool { return c.Name == "full redundancy restored" }
-	r := runShortDrill(t, cluster.BuildBinary(t), "clock-step", 12*time.Second, known)
+	r := runShortDrill(t, cluster.BuildBinary(t), "clock-step", 15*time.Second, known)
 	var shown int
 	for _, c := range r.Checks {
 		if strings.HasPrefix(c.Name, "raidq status shows") {
