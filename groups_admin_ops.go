@@ -174,7 +174,13 @@ func (c *Client) ResetGroup(ctx context.Context, group string, r GroupReset, opt
 	if !r.Execute {
 		return out, nil
 	}
-	return out, c.writeResets(ctx, group, out, revs, now)
+	err = c.Refusable(ctx, c.refusals.groupAdminSubjects(group), func(ctx context.Context) error {
+		return c.writeResets(ctx, group, out, revs, now)
+	})
+	if errors.Is(err, ErrPermissionDenied) {
+		err = fmt.Errorf("reset group %s: %w", group, err)
+	}
+	return out, err
 }
 
 // writeResets writes each reset as a released record (naming no member,
@@ -276,22 +282,28 @@ func (c *Client) DeleteGroup(ctx context.Context, group string, opts ...GroupAdm
 		return 0, fmt.Errorf("%q: %w", group, ErrUnknownGroup)
 	}
 	n := 0
-	var errs []error
-	for _, r := range snap.recs {
-		rev := r.Rev
-		if cfg.force {
-			rev = 0
+	err = c.Refusable(ctx, c.refusals.groupAdminSubjects(group), func(ctx context.Context) error {
+		var errs []error
+		for _, r := range snap.recs {
+			rev := r.Rev
+			if cfg.force {
+				rev = 0
+			}
+			if err := c.meta.DeleteGroupRecord(ctx, r.Key, rev); err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			n++
 		}
-		if err := c.meta.DeleteGroupRecord(ctx, r.Key, rev); err != nil {
-			errs = append(errs, err)
-			continue
+		if len(errs) > 0 {
+			return fmt.Errorf("delete group %s: %d records left: %w", group, len(errs), errors.Join(errs...))
 		}
-		n++
+		return nil
+	})
+	if errors.Is(err, ErrPermissionDenied) {
+		err = fmt.Errorf("delete group %s: %w", group, err)
 	}
-	if len(errs) > 0 {
-		return n, fmt.Errorf("delete group %s: %d records left: %w", group, len(errs), errors.Join(errs...))
-	}
-	return n, nil
+	return n, err
 }
 
 // kafkaInfo sums a Kafka group's record up.

@@ -120,7 +120,8 @@ func explainSubject(cluster, op, subject string) (what, hint string) {
 		g := strings.Split(strings.TrimPrefix(subject, kvGroups+"g."), ".")
 		if len(g) >= 2 {
 			return fmt.Sprintf("join or commit in consumer group %s of topic %s", g[0], g[1]),
-				fmt.Sprintf("the auth file must list %s in the user's consumer: [...] and, if the user has a groups: list, %s in it", g[1], g[0])
+				fmt.Sprintf("the auth file must list %s in the user's consumer: [...] and, if the user has a groups: list, %s in it "+
+					"(or give the user roles: [admin], to reset or delete the group)", g[1], g[0])
 		}
 	case strings.HasPrefix(subject, kvMeta+"member.") || strings.HasPrefix(subject, kvGroups+"lease."):
 		return "write node records", "only nodes (roles: [node]) may"
@@ -378,6 +379,12 @@ func (h *refusalHub) consumerSubjects(topic, group string) []string {
 
 func (h *refusalHub) groupSubjects(topic, group string) []string {
 	return []string{"$KV.raidq_" + h.cluster + "_groups.g." + group + "." + topic + ".>"}
+}
+
+// groupAdminSubjects are every key of a native group (ResetGroup,
+// DeleteGroup).
+func (h *refusalHub) groupAdminSubjects(group string) []string {
+	return []string{"$KV.raidq_" + h.cluster + "_groups.g." + group + ".>"}
 }
 
 func (h *refusalHub) topicSubjects(topic string) []string {

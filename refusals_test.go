@@ -41,9 +41,9 @@ func checkRefusal(t *testing.T, what string, err error, want ...string) {
 // user, the subject and what the auth file lacks) as soon as the server
 // refuses it: a consumer of a topic the user may not read, a member of a
 // group outside its groups:, a producer of a topic it may not write, a
-// topic create without the admin role. A refusal ends only the operations
-// that need the refused subject: the producer's other topic, on the same
-// connection, keeps being written.
+// topic create or a group reset without the admin role. A refusal ends
+// only the operations that need the refused subject: the producer's and
+// the consumer's other topic, on the same connection, go on.
 func TestRefusalsEndOperations(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a cluster")
@@ -142,6 +142,13 @@ func TestRefusalsEndOperations(t *testing.T) {
 		}
 		_, err = refused.Wait(sctx)
 		checkRefusal(t, "second Send", err, "user shop")
+	})
+
+	t.Run("group reset without the admin role", func(t *testing.T) {
+		rctx, rcancel := context.WithTimeout(ctx, refusalBound)
+		defer rcancel()
+		_, err := shop.ResetGroup(rctx, "billing", raidq.GroupReset{Topic: "orders", To: raidq.ResetEarliest(), Execute: true})
+		checkRefusal(t, "ResetGroup", err, "user shop", `"$KV.raidq_sec_groups.g.billing.orders.`, "roles: [admin]")
 	})
 
 	t.Run("topic create without the admin role", func(t *testing.T) {
