@@ -291,6 +291,7 @@ type run struct {
 	pclients     []*raidq.Client  // the producers' clients, until load takes them
 	liveClient   *raidq.Client    // the live reader's, until startLive takes it
 	topicCreated uint64           // the drill topic's creation time (unix ns)
+	ensembles    [][]string       // the drill topic's ensembles (per partition, in shard order)
 	lostKeys     []uint64         // set by verdict
 	live         *liveReader      // reads during the faults
 	liveInDoubts []inDoubt        // its in-doubt reports
@@ -550,8 +551,11 @@ func (r *run) judge(rep *Report, sc scenario, d drained) {
 	if rep.Lost > 0 {
 		rep.LostRecords = r.analyzeLost(rep)
 	}
-	red, err := r.redundancy()
+	red, where, err := r.redundancy()
 	rep.ShardsAtEnd = red
+	for _, w := range where {
+		rep.Notes = append(rep.Notes, "below n at the end: "+w)
+	}
 	if err != nil {
 		rep.Notes = append(rep.Notes, "counting shards: "+err.Error())
 	}
@@ -607,7 +611,7 @@ func (r *run) createTopic(ctx context.Context) error {
 		}
 		info, err := c.CreateTopic(cctx, raidq.TopicConfig{Name: Topic, Partitions: r.cfg.Partitions, Params: params})
 		if err == nil {
-			r.topicCreated = uint64(info.Created.UnixNano())
+			r.topicCreated, r.ensembles = uint64(info.Created.UnixNano()), info.Ensembles
 			break
 		}
 		last = err

@@ -211,3 +211,34 @@ func TestPhases(t *testing.T) {
 		t.Fatalf("no faults: %+v", got)
 	}
 }
+
+// TestWhereShort: the stripes below n at the end are summed up per
+// partition and missing node, with their offsets in load time.
+func TestWhereShort(t *testing.T) {
+	start := time.Unix(1000, 0)
+	r := &run{start: start, ensembles: [][]string{{"n0", "n1", "n2", "n3", "n4", "n5"}, {"n5", "n4", "n3", "n2", "n1", "n0"}}}
+	off := func(s float64) uint64 { return uint64(start.UnixNano() + int64(s*1e9)) }
+	all := func(but ...int) map[int]bool {
+		m := map[int]bool{}
+		for i := range 6 {
+			m[i] = true
+		}
+		for _, b := range but {
+			delete(m, b)
+		}
+		return m
+	}
+	want := map[slotKey]string{{1, off(8.2)}: "a", {1, off(9.7)}: "b", {0, off(3)}: "c", {0, off(4)}: "d"}
+	count := map[copyKey]map[int]bool{
+		{1, "a", off(8.2)}: all(4), {1, "b", off(9.7)}: all(4), // partition 1, position 4: n1
+		{0, "c", off(3)}: all(),                                 // whole
+		{0, "d", off(4)}: all(0, 5), {0, "d", off(4.5)}: all(0), // a rewrite with more shards: its copy counts
+	}
+	best := map[string]copyKey{"a": {1, "a", off(8.2)}, "b": {1, "b", off(9.7)}, "c": {0, "c", off(3)}, "d": {0, "d", off(4.5)}}
+	got := strings.Join(r.whereShort(want, count, best), "\n")
+	exp := "1 acked stripes of partition 0 miss the shard of n0 (position 0), at offsets 4.5-4.5s into the load\n" +
+		"2 acked stripes of partition 1 miss the shard of n1 (position 4), at offsets 8.2-9.7s into the load"
+	if got != exp {
+		t.Fatalf("got\n%s\nwant\n%s", got, exp)
+	}
+}

@@ -182,22 +182,72 @@ func (r *run) lostSummary(rec sendRec, atOffset map[int]bool, elsewhere map[uint
 // elsewhere when a racing stripe holds slots at the acked one. docs/design.md#the-arithmetic
 // promises n-k losses once the remaining shards land or are repaired, W-k
 // (0 by default) at the ack. The keys are shard counts ("6", "5", ...).
-func (r *run) redundancy() (map[string]int, error) {
+func (r *run) redundancy() (map[string]int, []string, error) {
 	want, acked, lo, hi := r.ackedStripes()
 	if len(want) == 0 {
-		return nil, nil
+		return nil, nil, nil
 	}
 	hi += uint64(30 * time.Second) // rewrites and re-appends land later
 	count, err := r.countCopies(acked, lo, hi)
 	best := make(map[string]int)
+	bestCopy := make(map[string]copyKey)
 	for k, shards := range count {
-		best[k.stripe] = max(best[k.stripe], len(shards))
+		if b, ok := best[k.stripe]; !ok || len(shards) > b {
+			best[k.stripe], bestCopy[k.stripe] = len(shards), k
+		}
 	}
 	out := make(map[string]int)
 	for _, st := range want {
 		out[fmt.Sprint(best[st])]++
 	}
-	return out, err
+	return out, r.whereShort(want, count, bestCopy), err
+}
+
+// whereShort says where the acked stripes below n at the end miss
+// shards: per partition and missing position (the node there), how many
+// and at which offsets (seconds since the load start).
+func (r *run) whereShort(want map[slotKey]string, count map[copyKey]map[int]bool, bestCopy map[string]copyKey) []string {
+	type miss struct {
+		part int32
+		pos  int
+	}
+	type span struct {
+		n      int
+		lo, hi float64
+	}
+	n := raidq.DefaultParams().N
+	spans := make(map[miss]*span)
+	seen := make(map[string]bool)
+	for _, st := range want {
+		k, ok := bestCopy[st]
+		if !ok || seen[st] || len(count[k]) >= n {
+			continue
+		}
+		seen[st] = true
+		t := float64(int64(k.off)-r.start.UnixNano()) / 1e9
+		for pos := range n {
+			if count[k][pos] {
+				continue
+			}
+			m := miss{k.part, pos}
+			if spans[m] == nil {
+				spans[m] = &span{lo: t, hi: t}
+			}
+			sp := spans[m]
+			sp.n, sp.lo, sp.hi = sp.n+1, min(sp.lo, t), max(sp.hi, t)
+		}
+	}
+	var out []string
+	for m, sp := range spans {
+		node := fmt.Sprintf("position %d", m.pos)
+		if int(m.part) < len(r.ensembles) && m.pos < len(r.ensembles[m.part]) {
+			node = r.ensembles[m.part][m.pos] + " (position " + fmt.Sprint(m.pos) + ")"
+		}
+		out = append(out, fmt.Sprintf("%d acked stripes of partition %d miss the shard of %s, at offsets %.1f-%.1fs into the load",
+			sp.n, m.part, node, sp.lo, sp.hi))
+	}
+	sort.Strings(out)
+	return out
 }
 
 // slotKey is a slot of a partition.
