@@ -40,6 +40,8 @@ type PeerScan struct {
 	Complete bool
 	Entries  []Entry // shard headers (or whole shards)
 	After    uint64  // with a probe: the node's first occupied offset >= the scan's end (0: none)
+	// Clock is the node's clock (unix ns) in its last reply; 0 if unheard.
+	Clock int64
 }
 
 // LocalSlot is one of this node's own slots as its store holds it: the

@@ -1,5 +1,7 @@
 package core
 
+import "slices"
+
 // SpanConfig says which time one partition's repair pass walks.
 type SpanConfig struct {
 	Created  uint64 // the topic's creation: nothing exists before it
@@ -51,4 +53,33 @@ func RepairSpans(now int64, c SpanConfig) []Span {
 		out = append(out, Span{From: from, To: hz})
 	}
 	return out
+}
+
+// PeersTime is cluster time as the heard peers' replies tell it: the
+// median of their clocks (a minority of fast or slow peers cannot move
+// it). ok is false when no peer was heard.
+func PeersTime(peers []PeerScan) (t int64, ok bool) {
+	var clocks []int64
+	for _, p := range peers {
+		if p.Heard && p.Clock > 0 {
+			clocks = append(clocks, p.Clock)
+		}
+	}
+	if len(clocks) == 0 {
+		return 0, false
+	}
+	slices.Sort(clocks)
+	return clocks[len(clocks)/2], true
+}
+
+// BeyondHorizon says a walk's range [.., to) reaches past what may be
+// judged yet: later than horizon before cluster time as the peers tell it.
+// A pass takes its own clock for the span's end; a clock stepped ahead
+// and not yet caught by the clock watch would otherwise mark ranges of
+// the real future verified, and the shards this node then refuses there
+// (it has closed them by its own clock) would never be rebuilt. With no
+// peer heard nothing is settled anyway.
+func BeyondHorizon(to uint64, peers []PeerScan, horizon int64) bool {
+	t, ok := PeersTime(peers)
+	return ok && int64(to) > t-horizon
 }

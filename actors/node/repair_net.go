@@ -73,7 +73,7 @@ func (m *maintenance) scanPeer(ctx context.Context, node string, pos int, topic 
 		for _, e := range rep.Entries {
 			res.Entries = append(res.Entries, core.Entry{Offset: e.Offset, Shard: e.Shard})
 		}
-		res.After = rep.After
+		res.After, res.Clock = rep.After, rep.NodeClock
 		cur = rep.Next
 		if m.rate.wait(ctx, size) != nil {
 			return res, false

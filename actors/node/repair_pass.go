@@ -35,6 +35,9 @@ func (m *maintenance) repairPass(ctx context.Context) {
 			if pos < 0 {
 				continue
 			}
+			if m.n.clock.off.Load() {
+				return // found off during the pass: stop before the next partition's horizon
+			}
 			if err := m.repairPartition(ctx, t, uint32(p), pos); err != nil && ctx.Err() == nil {
 				m.log.Warn("repair: partition pass failed", "topic", t.Name, "partition", p, "err", err)
 			}
@@ -114,6 +117,11 @@ func (m *maintenance) walk(ctx context.Context, t *meta.Topic, p uint32, rc core
 			break
 		}
 		peers := m.scanPeers(ctx, t, p, rc.Pos, cur, to, true, dead)
+		if !sp.Gap && core.BeyondHorizon(to, peers, int64(t.Params.ReadDelay+m.cfg.Margin)) {
+			m.log.Info("repair: the pass reached past cluster time (this node's clock is ahead of its peers'); the rest waits for a later pass",
+				"topic", t.Name, "partition", p, "at", cur)
+			break
+		}
 		local, err := m.localEntries(t.Name, p, cur, to)
 		if err != nil {
 			return err
