@@ -74,7 +74,7 @@ func PlanAlter(cur TopicRecord, c TopicChange, now time.Time) (TopicRecord, erro
 	}
 	if plan := r.AcceptPlan(); time.Duration(r.ReadDelay) < time.Duration(plan.Max()) {
 		return cur, fmt.Errorf("%w: read delay %v is below the accept window %v that nodes use for offsets before %s: "+
-			"lower the accept window first, then the read delay after %s (`raidq topic alter --wait` does both)",
+			"lower the accept window first, then the read delay after %s (`raidq topic alter --latency` does both)",
 			ErrAlterOrder, time.Duration(r.ReadDelay), time.Duration(plan.Max()), offsetTime(plan.From), settleTime(plan, r))
 	}
 	return r, r.Validate()
