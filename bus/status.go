@@ -1,6 +1,9 @@
 package bus
 
-import "time"
+import (
+	"fmt"
+	"time"
+)
 
 // The node status endpoint: nodes answer it (actors/node), clients and
 // `raidq status` ask it (actors/status.go).
@@ -117,4 +120,19 @@ type NodeStatus struct {
 	Skew      time.Duration `json:"skew_ns,omitempty"` // node clock minus local clock, corrected by half the round trip
 	Instances int           `json:"instances,omitempty"`
 	Error     string        `json:"error,omitempty"`
+}
+
+// FormatBytes is n in binary units with one decimal ("1.5 GiB"), for
+// status tables and notes.
+func FormatBytes(n uint64) string {
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%d B", n)
+	}
+	div, exp := uint64(unit), 0
+	for m := n / unit; m >= unit; m /= unit {
+		div *= unit
+		exp++
+	}
+	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
 }

@@ -33,21 +33,7 @@ func diskPressure(u DiskUsage, watermark float64) string {
 		return ""
 	}
 	return fmt.Sprintf("disk %.0f%% full, past the %.0f%% watermark: %s free of %s", 100*u.usedFraction(), 100*watermark,
-		bytesText(u.Free), bytesText(u.Total))
-}
-
-// bytesText is n in binary units with one decimal ("1.5 GiB").
-func bytesText(n uint64) string {
-	const unit = 1024
-	if n < unit {
-		return fmt.Sprintf("%d B", n)
-	}
-	div, exp := uint64(unit), 0
-	for m := n / unit; m >= unit; m /= unit {
-		div *= unit
-		exp++
-	}
-	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
+		bus.FormatBytes(u.Free), bus.FormatBytes(u.Total))
 }
 
 // DiskPressure is the node's disk pressure now ("" when fine, or when the

@@ -128,20 +128,11 @@ func isTerminal(f *os.File) bool {
 }
 
 // checkDemo refuses flags the demo cannot run with, before it starts
-// anything (exit 2). demo.Run checks the same rules (scenarios/demo
-// Config.defaults) for callers other than the CLI.
+// anything (exit 2): demo.Config.Validate's rules, and no zero counts
+// (demo.Run would take its defaults for them).
 func checkDemo(c demo.Config) error {
-	switch {
-	case c.Nodes < 6:
-		return fmt.Errorf("--nodes %d: the demo topic needs 6 nodes (4 data + 2 parity)", c.Nodes)
-	case c.Messages < 1:
-		return fmt.Errorf("--messages %d: must be at least 1", c.Messages)
-	case c.Size < 16 || c.Size > 1<<20:
-		return fmt.Errorf("--size %d: must be 16..1048576 bytes", c.Size)
-	case c.Kill < 0 || c.Slow < 0 || c.Kill+c.Slow > c.Nodes:
-		return fmt.Errorf("--kill %d and --slow %d: must be >= 0 and together at most --nodes %d", c.Kill, c.Slow, c.Nodes)
-	case c.Producers < 1 || c.Partitions < 1:
+	if c.Producers < 1 || c.Partitions < 1 {
 		return fmt.Errorf("--producers %d, --partitions %d: must be at least 1", c.Producers, c.Partitions)
 	}
-	return nil
+	return c.Validate()
 }

@@ -364,18 +364,7 @@ func fmtSkew(d time.Duration) string {
 	return "+" + fmtDuration(d)
 }
 
-func fmtBytes(n int64) string {
-	const unit = 1024
-	if n < unit {
-		return fmt.Sprintf("%d B", n)
-	}
-	div, exp := int64(unit), 0
-	for m := n / unit; m >= unit; m /= unit {
-		div *= unit
-		exp++
-	}
-	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
-}
+func fmtBytes(n int64) string { return bus.FormatBytes(uint64(max(n, 0))) }
 
 // healthNotes are the notes of a node's disk, store and JetStream.
 func healthNotes(n bus.NodeStatus) []string {

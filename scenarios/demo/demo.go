@@ -82,6 +82,12 @@ func (c *Config) defaults() error {
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
+	return c.Validate()
+}
+
+// Validate refuses a configuration the demo cannot run (the CLI calls it
+// before starting anything, for exit code 2).
+func (c Config) Validate() error {
 	switch {
 	case c.Nodes < 6:
 		return fmt.Errorf("--nodes %d: the demo topic needs 6 nodes (4 data + 2 parity)", c.Nodes)
