@@ -43,6 +43,9 @@ positions are used and advanced.`,
 			if count < 0 {
 				return usageErr(fmt.Errorf("--count %d: must be >= 0", count))
 			}
+			if idle < 0 {
+				return usageErr(fmt.Errorf("--idle %v: must be >= 0 (0: never stop)", idle))
+			}
 			reg, stopMetrics, err := serveMetrics(metricsAddr)
 			if err != nil {
 				return err

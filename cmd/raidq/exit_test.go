@@ -94,6 +94,7 @@ func TestLocalInputExitCodes(t *testing.T) {
 		{[]string{"drill", "kill-2", "--latency", "bogus"}, exitUsage, "--latency"},
 		{[]string{"drill", "kill-2", "--binary", missing}, exitUsage, "--binary"},
 		{[]string{"drill", "nosuch"}, exitUsage, "unknown drill"},
+		{[]string{"consume", "orders", "--idle", "-1s"}, exitUsage, "--idle"},
 		{[]string{"security", "nkey", "--out", missing, "--bogus"}, exitUsage, "--bogus"},
 		{[]string{"security", "certs"}, exitUsage, "--name"},
 		{[]string{"security", "nats-config", "--auth", missing}, exitUsage, "--auth"},
