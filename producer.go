@@ -213,6 +213,62 @@ func (p *Producer) SendBatch(ctx context.Context, partition int, msgs []Message,
 	}
 }
 
+// SendBatches writes batches to partition as consecutive stripes, like
+// SendBatch each, and blocks until every one is committed or one fails.
+// They are started together, so a run of batches of the topic's full
+// stripe size (its offset grid, 1024 records by default) lands on
+// consecutive offsets: message j of batch i is at the first batch's
+// offset plus i·1024 + j (the Kafka gateway answers a Kafka batch cut
+// into stripes with that one base offset). A stripe that has to move (a
+// retry after a conflict) or that waits behind the partition's in-flight
+// limit lands further on. It returns each batch's position; on a failure
+// the error of the first batch that failed (others may be committed).
+func (p *Producer) SendBatches(ctx context.Context, partition int, batches []Batch) ([]Position, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("send batches to %s/%d: %w", p.topic, partition, err)
+	}
+	type outcome struct {
+		i   int
+		pos Position
+		err error
+	}
+	ch := make(chan outcome, len(batches))
+	run := make([]actors.RunBatch, len(batches))
+	for i, b := range batches {
+		recs := make([]stripe.Record, len(b.Messages))
+		for j := range b.Messages {
+			var err error
+			if recs[j], err = b.Messages[j].record(); err != nil {
+				return nil, fmt.Errorf("send batches to %s/%d: batch %d message %d: %w", p.topic, partition, i, j, err)
+			}
+		}
+		run[i] = actors.RunBatch{Recs: recs, ID: b.Stripe,
+			CB: func(r actors.SendResult) { ch <- outcome{i, positionOf(r.Pos), r.Err} }}
+	}
+	p.p.SendRun(partition, run)
+	out := make([]Position, len(batches))
+	var first error
+	for range batches {
+		select {
+		case o := <-ch:
+			out[o.i] = o.pos
+			if o.err != nil && first == nil {
+				first = o.err
+			}
+		case <-ctx.Done():
+			return out, fmt.Errorf("send batches to %s/%d: %w (batches may still be committed)", p.topic, partition, ctx.Err())
+		}
+	}
+	return out, first
+}
+
+// Batch is one batch of SendBatches: its messages, and the stripe id to
+// write it under (zero: the producer's own; see WithStripe).
+type Batch struct {
+	Messages []Message
+	Stripe   StripeID
+}
+
 // ProduceBatch is SendBatch with a callback: done is called once with
 // the first message's position and the stripe id, or the error, from the
 // producer's goroutine (it must not block); a batch refused before it is

@@ -80,6 +80,12 @@ type produceBatch struct {
 	cb        func(SendResult)
 }
 
+// produceRun is whole batches handed over together (SendRun).
+type produceRun struct {
+	partition int
+	batches   []*produceBatch
+}
+
 type flushReq struct{ done chan struct{} }
 
 // producerRefused: the cluster refused the producer's writes (Refuse).
@@ -186,6 +192,31 @@ func (p *Producer) Send(rec stripe.Record, partition int, cb func(SendResult)) {
 // to the producer until cb.
 func (p *Producer) SendBatch(recs []stripe.Record, partition int, id stripe.ID, cb func(SendResult)) {
 	p.c.system.Root.Send(p.pid, &produceBatch{recs: recs, partition: partition, id: id, cb: cb})
+}
+
+// RunBatch is one batch of a SendRun.
+type RunBatch struct {
+	Recs []stripe.Record
+	ID   stripe.ID // zero: the producer's own next id
+	CB   func(SendResult)
+}
+
+// SendRun is SendBatch for batches that follow each other: they are
+// started together, in order, on one reading of the clock, so the writer
+// gives their first attempts consecutive cells of the topic's offset grid
+// (core.Writer's offsets rise from one Start to the next). A Kafka batch
+// cut into stripes of G records is then read at the offsets its produce
+// answer promised (the first stripe's offset + the record's index in the
+// batch), unless a stripe has to move (a retry after a conflict or a
+// refusal) or more batches are in flight on the partition than
+// MaxInflight allows. A batch that SendBatch would refuse fails the
+// whole run with its error before anything is written.
+func (p *Producer) SendRun(partition int, batches []RunBatch) {
+	m := &produceRun{partition: partition}
+	for _, b := range batches {
+		m.batches = append(m.batches, &produceBatch{recs: b.Recs, partition: partition, id: b.ID, cb: b.CB})
+	}
+	p.c.system.Root.Send(p.pid, m)
 }
 
 // Refuse fails every record of the producer without an outcome yet with

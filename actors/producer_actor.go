@@ -152,6 +152,8 @@ func (a *producerActor) Receive(ctx actor.Context) {
 		a.add(ctx, m)
 	case *produceBatch:
 		a.addBatch(ctx, m)
+	case *produceRun:
+		a.addRun(ctx, m)
 	case *lingerFire:
 		if p := a.parts[m.partition]; p.open != nil && p.gen == m.gen {
 			a.closeBatch(ctx, m.partition)
@@ -230,6 +232,36 @@ func (a *producerActor) addBatch(ctx actor.Context, m *produceBatch) {
 	a.startQueued(ctx, m.partition)
 }
 
+// addRun queues a run's batches together and starts them on one reading
+// of the clock (startQueued), so that their offsets are consecutive grid
+// cells. A batch that cannot be written fails the whole run first.
+func (a *producerActor) addRun(ctx actor.Context, m *produceRun) {
+	fail := func(err error) {
+		for _, b := range m.batches {
+			b.cb(SendResult{Partition: m.partition, Stripe: b.id, Err: err})
+		}
+	}
+	for _, b := range m.batches {
+		if err := a.checkBatch(b); err != nil {
+			fail(err)
+			return
+		}
+	}
+	if len(m.batches) == 0 {
+		return
+	}
+	if err := a.queueFull(m.partition); err != nil {
+		fail(err)
+		return
+	}
+	a.closeBatch(ctx, m.partition)
+	p := a.parts[m.partition]
+	for _, b := range m.batches {
+		p.queue = append(p.queue, &batch{recs: b.recs, cbs: []func(SendResult){b.cb}, opened: time.Now(), whole: true, id: b.id})
+	}
+	a.startQueued(ctx, m.partition)
+}
+
 // checkBatch says why a SendBatch cannot be written (ErrInvalidMessage).
 func (a *producerActor) checkBatch(m *produceBatch) error {
 	where := fmt.Sprintf("send batch to %s/%d", a.topic.Name, m.partition)
@@ -268,17 +300,21 @@ func (a *producerActor) closeBatch(ctx actor.Context, part int) {
 	a.startQueued(ctx, part)
 }
 
+// startQueued starts the queued batches the in-flight limit allows, on
+// one reading of the clock: batches started together get consecutive
+// offsets (SendRun).
 func (a *producerActor) startQueued(ctx actor.Context, part int) {
 	p := a.parts[part]
+	now := a.c.cfg.Now()
 	for len(p.queue) > 0 && p.active < a.cfg.MaxInflight {
 		b := p.queue[0]
 		p.queue = p.queue[1:]
-		a.start(ctx, part, b)
+		a.start(ctx, now, part, b)
 	}
 }
 
 // start encodes a batch as a stripe and sends its first attempt.
-func (a *producerActor) start(ctx actor.Context, part int, b *batch) {
+func (a *producerActor) start(ctx actor.Context, now int64, part int, b *batch) {
 	// Encode first (the batch straight into the shards' buffer), so a batch
 	// that cannot be encoded fails before the writer knows of it; the
 	// offset is only known once the writer starts the stripe.
@@ -298,7 +334,7 @@ func (a *producerActor) start(ctx actor.Context, part int, b *batch) {
 	if id.Producer == a.id {
 		a.seq++
 	}
-	a.begin(ctx, part, id, &inflight{partition: part, b: b, payload: payload, shards: shards})
+	a.begin(ctx, now, part, id, &inflight{partition: part, b: b, payload: payload, shards: shards})
 }
 
 // rejoin settles a whole batch whose given id the writer still holds: a
@@ -340,14 +376,14 @@ func (a *producerActor) startReappend(ctx actor.Context, r *reappendReq) {
 		r.settled()
 		return
 	}
-	a.begin(ctx, r.partition, r.id, &inflight{partition: r.partition, b: b, payload: r.payload, shards: shards, settled: r.settled})
+	a.begin(ctx, a.c.cfg.Now(), r.partition, r.id, &inflight{partition: r.partition, b: b, payload: r.payload, shards: shards, settled: r.settled})
 }
 
 // begin hands an encoded stripe (st, shards encoded at offset 0) to its
 // partition's writer and sends its first attempt.
-func (a *producerActor) begin(ctx actor.Context, part int, id stripe.ID, st *inflight) {
+func (a *producerActor) begin(ctx actor.Context, now int64, part int, id stripe.ID, st *inflight) {
 	p := a.parts[part]
-	send := p.writer.Start(a.c.cfg.Now(), id)
+	send := p.writer.Start(now, id)
 	for i := range st.shards {
 		st.shards[i].Offset = send.Offset
 	}

@@ -204,25 +204,27 @@ func (c *conn) writeBatch(ctx context.Context, topic string, part int, b *kafkaw
 	if err != nil {
 		return 0, sendErr(err), err
 	}
-	base := int64(-1)
+	// The chunks go out as one run: started together, they land on
+	// consecutive grid cells, so record i of the Kafka batch is read at
+	// base + i, as the produce answer tells the client (a chunk holds G
+	// records, all but the last; docs/kafka.md#producing).
+	var run []raidq.Batch
 	for start := 0; start < len(msgs); {
 		end := chunkEnd(msgs, start, grid)
-		var opts []raidq.BatchOption
+		rb := raidq.Batch{Messages: msgs[start:end]}
 		if b.ProducerID >= 0 {
-			opts = append(opts, raidq.WithStripe(kafkaStripe(b.ProducerID, b.ProducerEpoch, int32(part), b.BaseSequence, start)))
+			rb.Stripe = kafkaStripe(b.ProducerID, b.ProducerEpoch, int32(part), b.BaseSequence, start)
 		}
-		pos, err := prod.SendBatch(ctx, part, msgs[start:end], opts...)
-		if err != nil {
-			c.log.Warn("kafka gateway: produce failed", "topic", topic, "partition", part, "records", end-start, "err", err)
-			return 0, sendErr(err), err
-		}
-		c.g.m.Records("produced", end-start)
-		if base < 0 {
-			base = kafkaOffset(pos)
-		}
+		run = append(run, rb)
 		start = end
 	}
-	return base, 0, nil
+	pos, err := prod.SendBatches(ctx, part, run)
+	if err != nil {
+		c.log.Warn("kafka gateway: produce failed", "topic", topic, "partition", part, "records", len(msgs), "stripes", len(run), "err", err)
+		return 0, sendErr(err), err
+	}
+	c.g.m.Records("produced", len(msgs))
+	return kafkaOffset(pos[0]), 0, nil
 }
 
 // maxStripeBytes is the most record bytes the gateway puts in one stripe
