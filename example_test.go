@@ -159,6 +159,47 @@ func ExampleProducer_SendBatch() {
 	// 2 order-2 12:00:02
 }
 
+// ExampleProducer_SendBatches writes two full stripes (1024 messages
+// each, the default grid) as one run: they land on consecutive offsets,
+// so message i of the run is at the first offset + i, as a Kafka client
+// numbers a batch.
+func ExampleProducer_SendBatches() {
+	lc, stop, err := localCluster()
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer stop()
+	_ = lc.CreateTopic("orders", 1, raidq.DefaultParams())
+	c, _ := lc.Connect()
+	defer c.Close()
+	p, err := c.Producer("orders")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer p.Close()
+
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	var run []raidq.Batch
+	for b := range 2 {
+		var msgs []raidq.Message
+		for i := range 1024 {
+			msgs = append(msgs, raidq.Message{Value: []byte(fmt.Sprint(b*1024 + i))})
+		}
+		run = append(run, raidq.Batch{Messages: msgs})
+	}
+	pos, err := p.SendBatches(ctx, 0, run)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println("second stripe at the first's offset +", pos[1].Offset-pos[0].Offset)
+	// Output:
+	// second stripe at the first's offset + 1024
+}
+
 // ExampleConsumer_Next produces two messages and reads them back from the
 // start with Next.
 func ExampleConsumer_Next() {
