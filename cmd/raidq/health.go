@@ -6,10 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -53,13 +55,15 @@ host:port) whether it is healthy, within --timeout:
   2. GET /metrics must hold a started storage node's metrics (the
      raidq_node_* families a node registers once its store is open, its
      NATS server is up and the metadata is loaded). --any skips this,
-     for processes that are not nodes (raidq kafka --metrics).
+     for processes that are not nodes (raidq kafka --metrics);
+  3. no node needs an operator: its data disk below --disk-watermark and
+     its embedded JetStream on (raidq status shows such a node degraded).
 
 It prints one line (the node ids seen and the time taken) and exits 0, or
 prints why not on stderr and exits 3 when nothing listens or nothing
-answers within the timeout, 1 for an HTTP error or a process that serves
+answers within the timeout, 1 for an HTTP error, a process that serves
 metrics but has no started node yet (still waiting for JetStream or the
-metadata), and 2 for a bad flag. --wait keeps
+metadata) or a degraded node, and 2 for a bad flag. --wait keeps
 checking once a second until healthy, and reports the last failure when
 it runs out. It needs no shell or curl, so it runs in the FROM scratch
 image (HEALTHCHECK).`,
@@ -139,6 +143,11 @@ func checkHealth(parent context.Context, c *http.Client, healthz, metricsURL str
 		return "", err
 	}
 	nodes := startedNodes(body)
+	if len(nodes) > 0 {
+		if why := degraded(body); len(why) > 0 {
+			return "", fmt.Errorf("unhealthy: %s: serving, but needs an operator (raidq status shows it degraded)", strings.Join(why, "; "))
+		}
+	}
 	switch len(nodes) {
 	case 0:
 		return "", fmt.Errorf("unhealthy: %s answers but holds no started node's metrics (raidq_node_*): the node is still starting (waiting for JetStream or the metadata), or this is not a node (--any)", metricsURL)
@@ -253,4 +262,46 @@ func labelIn(s, name string) string {
 		}
 	}
 	return ""
+}
+
+// degraded says, per node of an exposition, what needs an operator: the
+// data disk past its watermark, the embedded JetStream off (the gauges
+// a node exports for them, actors/node/node_service.go). Sorted by node.
+func degraded(exposition string) []string {
+	used := gaugeByNode(exposition, "raidq_node_disk_used_ratio")
+	mark := gaugeByNode(exposition, "raidq_node_disk_watermark_ratio")
+	js := gaugeByNode(exposition, "raidq_node_jetstream_enabled")
+	var why []string
+	for _, id := range slices.Sorted(maps.Keys(used)) {
+		if w := mark[id]; w > 0 && used[id] >= w {
+			why = append(why, fmt.Sprintf("node %s: disk %.0f%% full, past the %.0f%% watermark", id, 100*used[id], 100*w))
+		}
+	}
+	for _, id := range slices.Sorted(maps.Keys(js)) {
+		if js[id] == 0 {
+			why = append(why, fmt.Sprintf("node %s: its embedded JetStream is off (out of disk; the node restarts once the disk is below the watermark)", id))
+		}
+	}
+	return why
+}
+
+// gaugeByNode reads the values of one family's series by their node
+// label from a Prometheus text exposition (unlabelled: "").
+func gaugeByNode(exposition, family string) map[string]float64 {
+	out := map[string]float64{}
+	sc := bufio.NewScanner(strings.NewReader(exposition))
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		rest, ok := strings.CutPrefix(sc.Text(), family)
+		if !ok || rest == "" || (rest[0] != '{' && rest[0] != ' ') {
+			continue
+		}
+		i := strings.LastIndexByte(rest, ' ')
+		v, err := strconv.ParseFloat(strings.TrimSpace(rest[i+1:]), 64)
+		if err != nil {
+			continue
+		}
+		out[labelIn(rest, "node")] = v
+	}
+	return out
 }

@@ -43,3 +43,30 @@ func TestHealthWaitsForEveryDevNode(t *testing.T) {
 		t.Fatalf("--wait: %v, output %q", err, out)
 	}
 }
+
+// TestHealthDegradedNode: a node past its disk watermark, or whose
+// embedded JetStream is off, serves but is unhealthy (exit 1) with what
+// needs an operator; below the watermark it is healthy.
+func TestHealthDegradedNode(t *testing.T) {
+	serve := func(used, js float64) string {
+		reg := prometheus.NewRegistry()
+		if _, err := metrics.NewNode(reg, "n4", metrics.NodeGauges{Owners: func() float64 { return 0 }, Funcs: []metrics.Func{
+			{Name: "disk_used_ratio", F: func() float64 { return used }},
+			{Name: "disk_watermark_ratio", F: func() float64 { return 0.9 }},
+			{Name: "jetstream_enabled", F: func() float64 { return js }},
+		}}); err != nil {
+			t.Fatal(err)
+		}
+		srv := httptest.NewServer(metrics.Handler(reg))
+		t.Cleanup(srv.Close)
+		return srv.URL + "/healthz"
+	}
+	if out, err := runHealthCmd(t, "--url", serve(0.5, 1)); err != nil || !strings.HasPrefix(out, "healthy: node n4 serving") {
+		t.Fatalf("disk half full: %v %q", err, out)
+	}
+	_, err := runHealthCmd(t, "--url", serve(0.95, 0))
+	if err == nil || exitCode(err) != exitFailure || !strings.Contains(err.Error(), "node n4: disk 95% full, past the 90% watermark") ||
+		!strings.Contains(err.Error(), "JetStream is off") {
+		t.Fatalf("disk full, JetStream off: %v (exit %d)", err, exitCode(err))
+	}
+}
