@@ -170,6 +170,10 @@ func (r *docRun) script(lines []string, fixedPorts bool) []docSegment {
 		switch {
 		case strings.HasPrefix(trimmed, "go test"):
 			continue
+		case docGoBuild.MatchString(trimmed) && strings.HasPrefix(trimmed, "CGO_ENABLED=0"):
+			// A static binary for an image FROM scratch: built as written,
+			// from this tree (the test binary may be linked dynamically).
+			l = docGoBuild.ReplaceAllString(trimmed, `CGO_ENABLED=0 go -C "$$RAIDQ_DOC_SRC" build -trimpath -o "$$PWD/$1" ./cmd/raidq`)
 		case docGoBuild.MatchString(trimmed):
 			l = docGoBuild.ReplaceAllString(trimmed, `[ -e $1 ] || cp -L "$$RAIDQ_DOC_BIN" $1`)
 		case strings.HasSuffix(trimmed, "&") && !strings.HasSuffix(trimmed, "&&"):
@@ -202,7 +206,7 @@ func (r *docRun) run(blocks []testkit.DocBlock) {
 		}
 		if c := b.Ann["cleanup"]; c != "" {
 			r.t.Cleanup(func() {
-				if out, code := r.shell(c, false); code != 0 {
+				if out, code := r.shell(fmt.Sprintf("cd %q\n%s", r.dir, c), false); code != 0 { // from the document's directory
 					r.t.Logf("%s: cleanup %q: exit %d\n%s", where, c, code, out)
 				}
 			})
@@ -282,7 +286,8 @@ func (r *docRun) shell(text string, strict bool) (string, int) {
 	script := fmt.Sprintf("[ -f %q ] && . %q\ncd \"$(cat %q 2>/dev/null || echo %q)\"\nset -a\n%s%s\nrc=$?\nexport -p > %q\npwd > %q\nexit $rc\n",
 		r.envFile, r.envFile, r.pwdFile(), r.dir, set, text, r.envFile, r.pwdFile())
 	cmd := exec.CommandContext(ctx, "bash", "-c", script)
-	cmd.Env = append(append(os.Environ(), r.env...), "RAIDQ_DOC_BIN="+filepath.Join(r.dir, "raidq"))
+	src, _ := filepath.Abs(filepath.Join("..", ".."))
+	cmd.Env = append(append(os.Environ(), r.env...), "RAIDQ_DOC_BIN="+filepath.Join(r.dir, "raidq"), "RAIDQ_DOC_SRC="+src)
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	err := cmd.Run()
