@@ -83,6 +83,9 @@ func Connect(url string, opts ...Option) (*Client, error) {
 	nopts := append(failoverOptions(o), o.natsOpt...)
 	nc, err := nats.Connect(url, nopts...)
 	if err != nil {
+		if localOptionErr(nopts) { // a missing NKey or CA file: nothing was dialled, no server to blame
+			return nil, fmt.Errorf("connect to %s: %w", url, err)
+		}
 		if hint := connectHint(url, err, nopts); hint != "" { // security.go
 			return nil, fmt.Errorf("connect to %s: %w: %s", url, err, hint)
 		}

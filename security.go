@@ -159,6 +159,18 @@ func (c *Client) Conn() *nats.Conn { return c.nc }
 
 // connectHint explains a failed connect when the server's INFO says why:
 // it requires TLS the client did not configure, or credentials.
+// localOptionErr: an option fails by itself (a seed or CA file that
+// cannot be read), so a connect failure is the caller's, not the server's.
+func localOptionErr(opts []nats.Option) bool {
+	var no nats.Options
+	for _, f := range opts {
+		if f(&no) != nil {
+			return true
+		}
+	}
+	return false
+}
+
 func connectHint(url string, err error, opts []nats.Option) string {
 	var no nats.Options
 	for _, f := range opts {

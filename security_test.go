@@ -306,3 +306,14 @@ func metaOf(t *testing.T, c *raidq.Client) *meta.Store {
 func metaMember(id string) meta.Member {
 	return meta.Member{ID: id, ClientURL: "nats://127.0.0.1:1", Started: 1, Heartbeat: time.Now().UnixNano()}
 }
+
+// TestConnectMissingNKeyFile: a seed file that cannot be read fails
+// Connect with that reason alone, not a hint about the server (the TLS
+// one was wrong: options stop at the failing one, so TLS looked unset).
+func TestConnectMissingNKeyFile(t *testing.T) {
+	_, err := raidq.Connect("nats://127.0.0.1:1", raidq.WithNKeySeed(filepath.Join(t.TempDir(), "missing.nk")))
+	if err == nil || !strings.Contains(err.Error(), "nkey seed") || strings.Contains(err.Error(), "running there") ||
+		strings.Contains(err.Error(), "TLS") {
+		t.Fatalf("connect with a missing seed file: %v", err)
+	}
+}
