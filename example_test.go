@@ -28,6 +28,29 @@ func localCluster() (lc *server.LocalCluster, stop func(), err error) {
 	return lc, func() { _ = lc.Close(); os.RemoveAll(dir) }, nil
 }
 
+// ordersProducer starts a local cluster with a one-partition topic
+// orders and returns a client and a producer of it; stop closes them all.
+func ordersProducer() (c *raidq.Client, p *raidq.Producer, stop func(), err error) {
+	lc, stopCluster, err := localCluster()
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	if err := lc.CreateTopic("orders", 1, raidq.DefaultParams()); err != nil {
+		stopCluster()
+		return nil, nil, nil, err
+	}
+	if c, err = lc.Connect(); err != nil {
+		stopCluster()
+		return nil, nil, nil, err
+	}
+	if p, err = c.Producer("orders"); err != nil {
+		_ = c.Close()
+		stopCluster()
+		return nil, nil, nil, err
+	}
+	return c, p, func() { _ = p.Close(); _ = c.Close(); stopCluster() }, nil
+}
+
 // ExampleClient_CreateTopic creates a topic with the default coding: four
 // data and two parity shards, committed at four of six nodes.
 func ExampleClient_CreateTopic() {
@@ -101,21 +124,12 @@ func ExampleProducer_SendAsync() {
 // consecutive indexes, each with its own Time. The retry under the same
 // stripe id (WithStripe) is delivered once.
 func ExampleProducer_SendBatch() {
-	lc, stop, err := localCluster()
+	c, p, stop, err := ordersProducer()
 	if err != nil {
 		fmt.Println(err)
 		return
 	}
 	defer stop()
-	_ = lc.CreateTopic("orders", 1, raidq.DefaultParams())
-	c, _ := lc.Connect()
-	defer c.Close()
-	p, err := c.Producer("orders")
-	if err != nil {
-		fmt.Println(err)
-		return
-	}
-	defer p.Close()
 
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
@@ -164,21 +178,12 @@ func ExampleProducer_SendBatch() {
 // so message i of the run is at the first offset + i, as a Kafka client
 // numbers a batch.
 func ExampleProducer_SendBatches() {
-	lc, stop, err := localCluster()
+	_, p, stop, err := ordersProducer()
 	if err != nil {
 		fmt.Println(err)
 		return
 	}
 	defer stop()
-	_ = lc.CreateTopic("orders", 1, raidq.DefaultParams())
-	c, _ := lc.Connect()
-	defer c.Close()
-	p, err := c.Producer("orders")
-	if err != nil {
-		fmt.Println(err)
-		return
-	}
-	defer p.Close()
 
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
