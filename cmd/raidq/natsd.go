@@ -90,16 +90,16 @@ func (f *natsdFlags) complete() error {
 		return err
 	}
 	if o.Name == "" || o.StoreDir == "" {
-		return fmt.Errorf("natsd: --name and --data are required")
+		return usageErr(fmt.Errorf("natsd: --name and --data are required"))
 	}
 	o.StoreDir = filepath.Join(o.StoreDir, "jetstream")
 	o.JetStream, o.Logger = true, log
 	if o.Host, o.Port, err = natsdHostPort(f.listen); err != nil {
-		return fmt.Errorf("natsd: --listen: %w", err)
+		return usageErr(fmt.Errorf("natsd: --listen: %w", err))
 	}
 	if f.clusterListen != "" {
 		if o.ClusterHost, o.ClusterPort, err = natsdHostPort(f.clusterListen); err != nil {
-			return fmt.Errorf("natsd: --cluster-listen: %w", err)
+			return usageErr(fmt.Errorf("natsd: --cluster-listen: %w", err))
 		}
 		if o.ClusterName == "" {
 			o.ClusterName = "jsbench"
@@ -112,7 +112,7 @@ func (f *natsdFlags) complete() error {
 		o.SyncAlways = true
 	default:
 		if o.SyncInterval, err = time.ParseDuration(s); err != nil || o.SyncInterval <= 0 {
-			return fmt.Errorf("natsd: --sync %q: want always, default or a duration", f.sync)
+			return usageErr(fmt.Errorf("natsd: --sync %q: want always, default or a duration", f.sync))
 		}
 	}
 	return nil
