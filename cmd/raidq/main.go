@@ -159,9 +159,7 @@ var inputFiles = []string{"file", "creds", "nkey", "tls-ca", "tls-cert", "tls-ke
 // flags that have a value, given or from the environment (RAIDQ_NKEY,
 // RAIDQ_TLS_CA, ...).
 func checkLocalFlags(cmd *cobra.Command) error {
-	// An empty default is the command's own (natsd: jsbench); an empty
-	// --cluster given is still refused.
-	if f := cmd.Flags().Lookup("cluster"); f != nil && f.Value.Type() == "string" && (f.Changed || f.Value.String() != "") {
+	if f := cmd.Flags().Lookup("cluster"); f != nil && f.Value.Type() == "string" {
 		if err := bus.ValidName("cluster", f.Value.String()); err != nil {
 			return usageErr(fmt.Errorf("--cluster: %w", err))
 		}

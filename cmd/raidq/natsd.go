@@ -57,7 +57,7 @@ func (n *natsdFlags) register(cmd *cobra.Command) {
 	f.StringVar(&n.listen, "listen", "127.0.0.1:-1", "client address host:port (-1: any free port)")
 	f.StringVar(&n.clusterListen, "cluster-listen", "", "route address host:port (empty: a single server)")
 	f.StringSliceVar(&n.routes, "routes", nil, "route URLs of every server, comma-separated")
-	f.StringVar(&n.o.ClusterName, "cluster", "", "NATS cluster name (default jsbench)")
+	f.StringVar(&n.o.ClusterName, "cluster", "jsbench", "NATS cluster name")
 	f.StringVar(&n.sync, "sync", "default", "JetStream sync: always, default, or a flush interval")
 	f.Int64Var(&n.o.MaxStore, "max-store", 8<<30, "JetStream file storage limit in bytes")
 	f.StringVar(&n.logLevel, "log-level", "warn", "log level: debug, info, warn or error (text on stderr)")
@@ -101,10 +101,9 @@ func (f *natsdFlags) complete() error {
 		if o.ClusterHost, o.ClusterPort, err = natsdHostPort(f.clusterListen); err != nil {
 			return usageErr(fmt.Errorf("natsd: --cluster-listen: %w", err))
 		}
-		if o.ClusterName == "" {
-			o.ClusterName = "jsbench"
-		}
 		o.Routes = splitList(f.routes)
+	} else {
+		o.ClusterName = "" // a single server: the name would turn clustering on
 	}
 	switch s := strings.ToLower(f.sync); s {
 	case "", "default":
