@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -226,21 +227,8 @@ func isTimeout(err error) bool {
 // nothing else.
 func startedNodes(exposition string) []string {
 	var ids []string
-	sc := bufio.NewScanner(strings.NewReader(exposition))
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
-		rest, ok := strings.CutPrefix(line, "raidq_node_owners")
-		if !ok || (rest != "" && rest[0] != '{' && rest[0] != ' ') {
-			continue
-		}
-		id := labelIn(rest, "node")
-		if id == "" {
-			id = "(unlabelled)"
-		}
-		if !slices.Contains(ids, id) {
-			ids = append(ids, id)
-		}
+	for id := range gaugeByNode(exposition, "raidq_node_owners") {
+		ids = append(ids, cmp.Or(id, "(unlabelled)"))
 	}
 	slices.Sort(ids)
 	return ids
