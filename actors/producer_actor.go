@@ -218,18 +218,7 @@ func (a *producerActor) queueFull(part int) error {
 // addBatch queues a SendBatch's records as one whole batch behind the
 // partition's open batch, which it closes first to keep the order.
 func (a *producerActor) addBatch(ctx actor.Context, m *produceBatch) {
-	if err := a.checkBatch(m); err != nil {
-		m.cb(SendResult{Partition: m.partition, Stripe: m.id, Err: err})
-		return
-	}
-	if err := a.queueFull(m.partition); err != nil {
-		m.cb(SendResult{Partition: m.partition, Stripe: m.id, Err: err})
-		return
-	}
-	a.closeBatch(ctx, m.partition)
-	p := a.parts[m.partition]
-	p.queue = append(p.queue, &batch{recs: m.recs, cbs: []func(SendResult){m.cb}, opened: time.Now(), whole: true, id: m.id})
-	a.startQueued(ctx, m.partition)
+	a.addRun(ctx, &produceRun{partition: m.partition, batches: []*produceBatch{m}})
 }
 
 // addRun queues a run's batches together and starts them on one reading
