@@ -579,7 +579,9 @@ func TestCoordinatorTakeover(t *testing.T) {
 	if c := r.commit("app", a, gen, "orders", 0, 11); c != 0 {
 		t.Fatalf("last commit of the old generation: %d", c)
 	}
+	kv.mu.Lock() // the write-behind loop may be appending
 	writes := len(kv.writes)
+	kv.mu.Unlock()
 	j := r.c.JoinGroup(context.Background(), joinReq(5, "app", a))
 	if j.ErrorCode != 0 || j.Generation != gen+1 {
 		t.Fatalf("rejoin: %+v", j)
