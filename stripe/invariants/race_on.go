@@ -1,0 +1,6 @@
+//go:build race
+
+package invariants
+
+// raceEnabled: binaries built with -race check invariants.
+const raceEnabled = true
