@@ -23,6 +23,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"log/slog"
 	"math/rand/v2"
 	"sort"
@@ -33,7 +34,6 @@ import (
 	"github.com/nats-io/nats.go"
 	"golang.org/x/time/rate"
 
-	"github.com/raidq/raidq/actors"
 	"github.com/raidq/raidq/actors/core"
 	"github.com/raidq/raidq/bus"
 	"github.com/raidq/raidq/bus/meta"
@@ -50,14 +50,16 @@ type Catalog interface {
 type Config struct {
 	NodeID  string
 	Cluster string
-	// Conn publishes the deliveries (not closed by the manager).
-	Conn *nats.Conn
-	// Meta holds the leases.
-	Meta *meta.Store
+	// Conn publishes the deliveries (a *nats.Conn, not closed by the
+	// manager).
+	Conn Publisher
+	// Meta holds the leases (a *meta.Store).
+	Meta Leases
 	// Catalog says which partitions the node is in; polled every TTL/3.
 	Catalog Catalog
-	// Client runs the readers (not closed by the manager).
-	Client *actors.Client
+	// Readers runs the readers (ClientReaders; the client is not closed by
+	// the manager).
+	Readers Readers
 	Logger *slog.Logger
 	// Now is the lease clock; nil = time.Now.
 	Now func() time.Time
@@ -76,6 +78,8 @@ type Config struct {
 	// subject; while no one does, the lease holder keeps the lease but
 	// runs no reader (hold.go). Nil: always publish.
 	Interest func(subject string) bool
+	// Seed seeds the jobs' jitter (0: random), so a simulation replays.
+	Seed uint64
 }
 
 // LeaseName is the KV lease of one partition's fan-out.
@@ -125,8 +129,8 @@ type Manager struct {
 // Start starts the manager; it returns at once, the leases are sought in
 // the background.
 func Start(cfg Config) (*Manager, error) {
-	if cfg.Conn == nil || cfg.Meta == nil || cfg.Catalog == nil || cfg.Client == nil {
-		return nil, errors.New("fanout: Conn, Meta, Catalog and Client are required")
+	if cfg.Conn == nil || cfg.Meta == nil || cfg.Catalog == nil || cfg.Readers == nil {
+		return nil, errors.New("fanout: Conn, Meta, Catalog and Readers are required")
 	}
 	if err := bus.ValidName("node", cfg.NodeID); err != nil {
 		return nil, fmt.Errorf("fanout: %w", err)
@@ -212,9 +216,9 @@ func (m *Manager) sync() {
 // so another node takes over at once.
 func (m *Manager) Stop() { m.stop(false) }
 
-// kill stops every job without releasing the leases, as if the node died
-// (tests).
-func (m *Manager) kill() { m.stop(true) }
+// Kill stops every job without releasing the leases, as if the node's
+// process died (tests and the simulation).
+func (m *Manager) Kill() { m.stop(true) }
 
 func (m *Manager) stop(kill bool) {
 	m.mu.Lock()
@@ -291,6 +295,7 @@ type job struct {
 	idle      atomic.Pointer[core.Position] // holding with no subscriber: where publishing would resume
 	published atomic.Uint64
 	takeovers atomic.Uint64
+	rnd       *rand.Rand // the jitter: Config.Seed and the lease's name, or random
 }
 
 func newJob(m *Manager, k partKey, ensPos int) *job {
@@ -298,6 +303,13 @@ func newJob(m *Manager, k partKey, ensPos int) *job {
 		subject: m.subj.Deliver(k.topic, uint32(k.partition)),
 		log:     m.log.With("topic", k.topic, "partition", k.partition),
 		quit:    make(chan struct{}), done: make(chan struct{})}
+	seed := m.cfg.Seed
+	if seed == 0 {
+		seed = rand.Uint64()
+	}
+	h := fnv.New64a()
+	h.Write([]byte(j.lease))
+	j.rnd = rand.New(rand.NewPCG(seed, h.Sum64()))
 	j.ensPos.Store(int64(ensPos))
 	return j
 }
@@ -324,9 +336,9 @@ func (j *job) sleep(d time.Duration) bool {
 
 func (j *job) ttl() time.Duration { return j.m.cfg.LeaseTTL }
 
-// jitter spreads d by ±10%.
-func jitter(d time.Duration) time.Duration {
-	return d - d/10 + time.Duration(rand.Int64N(int64(d/5)+1))
+// jitter spreads d by ±10% (only the job's goroutine calls it).
+func (j *job) jitter(d time.Duration) time.Duration {
+	return d - d/10 + time.Duration(j.rnd.Int64N(int64(d/5)+1))
 }
 
 func (j *job) ctx() (context.Context, context.CancelFunc) {
@@ -375,7 +387,7 @@ func (j *job) run() {
 				continue // try again at once: the lease may still be ours
 			}
 		}
-		if !j.sleep(jitter(j.ttl() / 3)) {
+		if !j.sleep(j.jitter(j.ttl() / 3)) {
 			return
 		}
 	}

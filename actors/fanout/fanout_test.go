@@ -129,7 +129,7 @@ func (e *env) manager(node string, ttl time.Duration) *Manager {
 // managerWith is manager with Config.Interest set to interest.
 func (e *env) managerWith(node string, ttl time.Duration, interest func(string) bool) *Manager {
 	m, err := Start(Config{NodeID: node, Cluster: cluster, Conn: e.conn("fanout-" + node), Meta: e.meta, Catalog: e.cat,
-		Client: e.client("fanout-client-" + node), Logger: e.log, LeaseTTL: ttl, Interest: interest})
+		Readers: ClientReaders(e.client("fanout-client-" + node)), Logger: e.log, LeaseTTL: ttl, Interest: interest})
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -376,7 +376,7 @@ func TestFanoutOneHolderAndTakeover(t *testing.T) {
 	}
 	// Kill the holder of partition 0 (no release: the lease must expire).
 	dead := h[0][0]
-	ms[dead].kill()
+	ms[dead].Kill()
 	killedAt := time.Now()
 	var live []*Manager
 	for i, m := range ms {
@@ -554,7 +554,7 @@ func TestFanoutPublishFailureEndsHolding(t *testing.T) {
 		t.Fatal(err)
 	}
 	m, err := Start(Config{NodeID: "n0", Cluster: cluster, Conn: pubConn, Meta: e.meta, Catalog: e.cat,
-		Client: e.client("fanout-client-n0"), Logger: e.log, LeaseTTL: time.Second, Interest: e.srv.Interest})
+		Readers: ClientReaders(e.client("fanout-client-n0")), Logger: e.log, LeaseTTL: time.Second, Interest: e.srv.Interest})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -93,7 +93,7 @@ func (j *job) hold(l meta.Lease, rev uint64, acquired time.Time) {
 type holding struct {
 	j        *job
 	p        *publisher
-	r        *actors.Reader
+	r        PartitionReader
 	pos      core.Position // idle: where publishing resumes
 	deadline time.Time     // the lease's publishing deadline
 }
@@ -131,7 +131,7 @@ func (h *holding) startReader() bool {
 	j := h.j
 	h.idleEnd()
 	p := newPublisher(j, h.pos, h.deadline)
-	r, err := j.m.cfg.Client.NewReader(actors.ReaderConfig{Topic: j.k.topic, Partition: j.k.partition, From: h.pos, Sink: p.sink})
+	r, err := j.m.cfg.Readers.NewReader(actors.ReaderConfig{Topic: j.k.topic, Partition: j.k.partition, From: h.pos, Sink: p.sink})
 	if err != nil {
 		j.log.Warn("fan-out reader did not start", "err", err)
 		return false

@@ -239,7 +239,7 @@ func (lc *LocalCluster) startFanout(ln *localNode) error {
 		return err
 	}
 	f, err := fanout.Start(fanout.Config{NodeID: ln.id, Cluster: lc.cfg.Cluster, Conn: ln.nc, Meta: lc.meta,
-		Catalog: lc.catalog, Client: c, Logger: lc.cfg.Logger.With("node", ln.id), Interest: lc.server.Interest})
+		Catalog: lc.catalog, Readers: fanout.ClientReaders(c), Logger: lc.cfg.Logger.With("node", ln.id), Interest: lc.server.Interest})
 	if err != nil {
 		c.Close()
 		return fmt.Errorf("node %s: fan-out: %w", ln.id, err)

@@ -220,7 +220,7 @@ func (n *Node) startFanout() error {
 		return fmt.Errorf("node %s: fan-out client: %w", o.ID, err)
 	}
 	n.client = c
-	fc := fanout.Config{NodeID: o.ID, Cluster: o.Cluster, Conn: n.nc, Meta: n.meta, Catalog: n.catalog, Client: c, Logger: o.Logger}
+	fc := fanout.Config{NodeID: o.ID, Cluster: o.Cluster, Conn: n.nc, Meta: n.meta, Catalog: n.catalog, Readers: fanout.ClientReaders(c), Logger: o.Logger}
 	if n.server != nil { // joined to another NATS system (--nats): no view of its interest, always publish
 		fc.Interest = n.server.Interest
 	}
