@@ -60,7 +60,7 @@ type Config struct {
 	// Readers runs the readers (ClientReaders; the client is not closed by
 	// the manager).
 	Readers Readers
-	Logger *slog.Logger
+	Logger  *slog.Logger
 	// Now is the lease clock; nil = time.Now.
 	Now func() time.Time
 	// LeaseTTL: a dead holder's partitions move within about this long
