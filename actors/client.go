@@ -30,8 +30,12 @@ type ClientConfig struct {
 	Link LinkConfig
 	// NodeConn, if set, gives the connection to reach a node with (e.g.
 	// one to the node's own NATS server, which saves each request a route
-	// hop); nil, or a nil result, means Conn. It is called once per node,
-	// when the node's link starts, and the client does not close it.
+	// hop); nil, or a nil result, means Conn for good. It is called when
+	// the node's link starts, outside the client's lock, and must not
+	// block: while the node's connection is being dialed it answers Conn
+	// itself ("Conn for now"), and the link's sends ask again, at most
+	// every 100ms, until the answer is another connection (the link moves
+	// to it, once) or nil. The client does not close it.
 	NodeConn func(node string) *nats.Conn
 	// Metrics receives the producer and reader metrics (nil = none).
 	// Clients sharing a registry add to the same metrics.
@@ -86,26 +90,29 @@ func (c *Client) Metrics() *metrics.Client { return c.metrics }
 
 // link returns the link to node, made on first use. A link that cannot
 // subscribe (the connection is closed) is an error; the next call tries again.
+// A new link starts on Conn; the caller that made it asks NodeConn once,
+// outside the lock, and the link moves when that (or a later) answer is
+// the node's own connection (link.offer). No one waits for a dial.
 func (c *Client) link(node string) (*link, error) {
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	if l, ok := c.links[node]; ok {
+		c.mu.Unlock()
 		return l, nil
 	}
 	if c.closed {
+		c.mu.Unlock()
 		return nil, fmt.Errorf("client: %w", core.ErrClosed)
 	}
-	conn := c.cfg.Conn
-	if c.cfg.NodeConn != nil {
-		if nc := c.cfg.NodeConn(node); nc != nil {
-			conn = nc
-		}
-	}
-	l, err := newLink(c.system, node, conn, c.cfg.Link)
+	l, err := newLink(c.system, node, c.cfg.Conn, c.cfg.NodeConn, c.cfg.Link) // no network round trip
 	if err != nil {
+		c.mu.Unlock()
 		return nil, err
 	}
 	c.links[node] = l
+	c.mu.Unlock()
+	if c.cfg.NodeConn != nil {
+		l.offer(c.cfg.NodeConn(node))
+	}
 	return l, nil
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -64,41 +65,73 @@ type linkPending struct {
 // It is a plain object, not an actor: a producer actor calls send from its
 // Receive, and the reply goes from the subscription's callback straight to
 // the producer's mailbox. (As an actor it cost two more mailbox hops per
-// shard, twelve per stripe, on the path of every ack.) mu guards pending;
-// results are always delivered as messages or on a request's channel,
-// never by calling back into the sender.
+// shard, twelve per stripe, on the path of every ack.) mu guards pending
+// and the connection requests go over; results are always delivered as
+// messages or on a request's channel, never by calling back into the
+// sender.
+//
+// A link starts on the client's connection (main) and moves once to the
+// node's own connection when ClientConfig.NodeConn gives one (offer): the
+// dial happens elsewhere, in the background, and no send waits for it.
+// While NodeConn answers main ("not yet"), a send asks it again at most
+// once per nodeConnRecheck. The subscription on the connection left stays
+// for the replies to the requests already sent over it until the link's
+// Timeout has passed (the sweeper then drops it).
 type link struct {
-	node  string
-	nc    *nats.Conn
-	cfg   LinkConfig
-	sys   *actor.ActorSystem
-	inbox string
-	sub   *nats.Subscription
-	done  chan struct{}
-	wg    sync.WaitGroup
+	node string
+	main *nats.Conn // the client's connection
+	cfg  LinkConfig
+	sys  *actor.ActorSystem
+	done chan struct{}
+	wg   sync.WaitGroup
 	// replying counts replies being delivered by the subscription's
 	// goroutine (added under mu while not closed): close waits for them,
 	// so no reply reaches an actor system its client is shutting down.
 	replying sync.WaitGroup
 
 	mu      sync.Mutex
-	seq     uint64
-	pending map[uint64]linkPending
-	rtt     time.Duration // EWMA
-	closed  bool
+	nc      *nats.Conn // requests go over nc; their replies come to inbox (sub)
+	inbox   string
+	sub     *nats.Subscription
+	retired []retiredSub // the subscriptions on a connection left (offer)
+	// nodeConn is ClientConfig.NodeConn while the link is on main and may
+	// still move (nil: settled); asking is set while someone asks it, and
+	// askAt is when a send may ask it again.
+	nodeConn func(node string) *nats.Conn
+	asking   bool
+	askAt    time.Time
+	seq      uint64
+	pending  map[uint64]linkPending
+	rtt      time.Duration // EWMA
+	closed   bool
 }
 
-// newLink subscribes to the link's reply inbox and starts its timeout sweeper.
-func newLink(sys *actor.ActorSystem, node string, nc *nats.Conn, cfg LinkConfig) (*link, error) {
+// retiredSub is the reply subscription on a connection the link left,
+// kept for the replies to the requests sent over it until drop.
+type retiredSub struct {
+	sub  *nats.Subscription
+	drop time.Time
+}
+
+// nodeConnRecheck is how often, at most, a link on the client's
+// connection asks NodeConn again (on a send) whether the node's own
+// connection is ready.
+const nodeConnRecheck = 100 * time.Millisecond
+
+// newLink subscribes to the link's reply inbox on main and starts its
+// timeout sweeper. With nodeConn set, the link waits for NodeConn's first
+// answer: the caller asks it and hands the answer to offer.
+func newLink(sys *actor.ActorSystem, node string, main *nats.Conn, nodeConn func(string) *nats.Conn, cfg LinkConfig) (*link, error) {
 	if cfg.MaxInflight <= 0 {
 		cfg.MaxInflight = 4096
 	}
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = 5 * time.Second
 	}
-	l := &link{node: node, nc: nc, cfg: cfg, sys: sys, pending: make(map[uint64]linkPending), done: make(chan struct{})}
-	l.inbox = nc.NewRespInbox()
-	sub, err := nc.Subscribe(l.inbox+".*", l.onReply)
+	l := &link{node: node, main: main, nc: main, cfg: cfg, sys: sys, pending: make(map[uint64]linkPending),
+		done: make(chan struct{}), nodeConn: nodeConn, asking: nodeConn != nil}
+	l.inbox = main.NewRespInbox()
+	sub, err := main.Subscribe(l.inbox+".*", l.onReply)
 	if err != nil {
 		return nil, fmt.Errorf("link to %s: subscribe: %w", node, err)
 	}
@@ -106,6 +139,49 @@ func newLink(sys *actor.ActorSystem, node string, nc *nats.Conn, cfg LinkConfig)
 	l.wg.Add(1)
 	go l.sweeper()
 	return l, nil
+}
+
+// offer hands the link an answer of NodeConn: nil settles it on main,
+// main itself means "not yet" (a send after nodeConnRecheck asks again),
+// and another connection becomes the one its requests go over from now
+// on. It clears asking. (Subscribing is no network round trip: nats.go
+// buffers it.)
+func (l *link) offer(nc *nats.Conn) {
+	if nc == nil || nc == l.main {
+		l.mu.Lock()
+		l.asking = false
+		if nc == nil {
+			l.nodeConn = nil
+		} else {
+			l.askAt = time.Now().Add(nodeConnRecheck)
+		}
+		l.mu.Unlock()
+		return
+	}
+	inbox := nc.NewRespInbox()
+	sub, err := nc.Subscribe(inbox+".*", l.onReply)
+	l.mu.Lock()
+	if err != nil || l.closed {
+		// A connection that cannot subscribe (closed) is no way to the
+		// node: main stays.
+		l.nodeConn, l.asking = nil, false
+		l.mu.Unlock()
+		if sub != nil {
+			_ = sub.Unsubscribe()
+		}
+		return
+	}
+	l.retired = append(l.retired, retiredSub{sub: l.sub, drop: time.Now().Add(l.cfg.Timeout)})
+	l.nc, l.inbox, l.sub = nc, inbox, sub
+	l.nodeConn, l.asking = nil, false
+	l.mu.Unlock()
+}
+
+// conn is the connection the link's requests go over now.
+func (l *link) conn() *nats.Conn {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.nc
 }
 
 // send sends one request; its reply (or an error) reaches replyTo as a
@@ -171,11 +247,19 @@ func (l *link) start(subject string, data []byte, p linkPending) uint64 {
 	// Pending before publishing: the reply may come back before Publish returns.
 	p.sent = time.Now()
 	l.pending[seq] = p
+	nc, inbox := l.nc, l.inbox
+	var ask func(string) *nats.Conn
+	if l.nodeConn != nil && !l.asking && !p.sent.Before(l.askAt) {
+		ask, l.asking = l.nodeConn, true
+	}
 	l.mu.Unlock()
-	if err := l.nc.PublishRequest(subject, l.inbox+"."+strconv.FormatUint(seq, 10), data); err != nil {
+	if err := nc.PublishRequest(subject, inbox+"."+strconv.FormatUint(seq, 10), data); err != nil {
 		if p, ok := l.take(seq); ok {
 			l.deliver(p, &LinkResult{Tag: p.tag, Err: fmt.Errorf("link to %s: %w", l.node, err)})
 		}
+	}
+	if ask != nil {
+		l.offer(ask(l.node)) // NodeConn does not block (ClientConfig)
 	}
 	return seq
 }
@@ -245,6 +329,7 @@ func (l *link) sweeper() {
 
 func (l *link) sweep(now time.Time) {
 	var expired []linkPending
+	var drop []*nats.Subscription
 	l.mu.Lock()
 	for seq, p := range l.pending {
 		if now.Sub(p.sent) >= l.cfg.Timeout {
@@ -252,7 +337,18 @@ func (l *link) sweep(now time.Time) {
 			expired = append(expired, p)
 		}
 	}
+	// A retired subscription's requests are answered or timed out by now.
+	l.retired = slices.DeleteFunc(l.retired, func(r retiredSub) bool {
+		if now.Before(r.drop) {
+			return false
+		}
+		drop = append(drop, r.sub)
+		return true
+	})
 	l.mu.Unlock()
+	for _, sub := range drop {
+		_ = sub.Unsubscribe()
+	}
 	for _, p := range expired {
 		l.deliver(p, &LinkResult{Tag: p.tag, Err: fmt.Errorf("node %s: %w after %v", l.node, ErrLinkTimeout, l.cfg.Timeout)})
 	}
@@ -268,8 +364,15 @@ func (l *link) close() {
 	l.closed = true
 	pending := l.pending
 	l.pending = make(map[uint64]linkPending)
+	subs := []*nats.Subscription{l.sub}
+	for _, r := range l.retired {
+		subs = append(subs, r.sub)
+	}
+	l.retired = nil
 	l.mu.Unlock()
-	_ = l.sub.Unsubscribe()
+	for _, sub := range subs {
+		_ = sub.Unsubscribe()
+	}
 	close(l.done)
 	l.wg.Wait()
 	l.replying.Wait()
