@@ -80,6 +80,17 @@ type Config struct {
 	Interest func(subject string) bool
 	// Seed seeds the jobs' jitter (0: random), so a simulation replays.
 	Seed uint64
+	// Bugs are deliberate mistakes the simulation's TestSimCatchesBugs
+	// turns on to show its checks catch them; never set otherwise.
+	Bugs Bugs
+}
+
+// Bugs lists the deliberate mistakes Config.Bugs may turn on.
+type Bugs struct {
+	// LapsedByExpiry judges another's lease lapsed by comparing the expiry
+	// its holder wrote with this node's clock, instead of core.LeaseWatch
+	// (wrong when the clocks differ by more than the margin).
+	LapsedByExpiry bool
 }
 
 // LeaseName is the KV lease of one partition's fan-out.
@@ -365,7 +376,7 @@ func (j *job) run() {
 			watch.Failed(mono)
 			j.log.Debug("reading fan-out lease", "err", err)
 		} else if watch.Observe(mono, curRev); curRev == 0 || cur.Holder == j.m.cfg.NodeID || cur.Expires == 0 ||
-			watch.Lapsed(mono, int64(j.ttl())) {
+			j.lapsed(&watch, mono, cur) {
 			// Free, expired or ours: the node at ensemble position i waits
 			// i steps first, so partitions spread over their ensembles'
 			// first nodes and a dead holder's successor is predictable.
@@ -391,6 +402,14 @@ func (j *job) run() {
 			return
 		}
 	}
+}
+
+// lapsed judges another's lease lapsed on this node's own clock.
+func (j *job) lapsed(w *core.LeaseWatch, mono int64, cur meta.Lease) bool {
+	if j.m.cfg.Bugs.LapsedByExpiry {
+		return j.m.cfg.Now().UnixNano() >= cur.Expires
+	}
+	return w.Lapsed(mono, int64(j.ttl()))
 }
 
 // margin is how long after a renewal (or acquisition) started the holder

@@ -51,24 +51,24 @@ func (j *job) hold(l meta.Lease, rev uint64, acquired time.Time) {
 		check = ct.C
 	}
 	for {
-		select {
-		case <-j.quit:
+		switch h.next(t.C, check) {
+		case holdQuit:
 			h.stopReader()
 			if !j.kill.Load() {
 				j.release(rev, h.position())
 			}
 			return
-		case <-h.lost():
+		case holdLost:
 			why := h.p.why()
 			h.stopReader()
 			j.log.Warn("fan-out stopped publishing", "why", why, "next", h.position().String())
 			return
-		case <-check:
+		case holdCheck:
 			if !h.follow() {
 				j.release(rev, h.position())
 				return
 			}
-		case <-t.C:
+		case holdRenew:
 			start := j.m.cfg.Now()
 			ctx, cancel := j.ctx()
 			nrev, err := j.m.cfg.Meta.RenewLease(ctx, j.lease, j.m.cfg.NodeID, j.ttl(), start, rev, encodePos(h.position()))
@@ -85,6 +85,44 @@ func (j *job) hold(l meta.Lease, rev uint64, acquired time.Time) {
 				h.extend(start.Add(j.margin()))
 			}
 		}
+	}
+}
+
+// holdEvent is what the hold loop does next.
+type holdEvent int
+
+const (
+	holdQuit holdEvent = iota
+	holdLost
+	holdCheck
+	holdRenew
+)
+
+// next waits for the hold loop's next event. A stop, then a lost
+// publisher, come before a renewal or an interest check that is also due
+// (after a renewal that took long, a tick is waiting): renewing a lease
+// whose publishing already ended is pointless, and a fixed order is what
+// lets the simulation replay a seed (Go picks among ready cases at random).
+func (h *holding) next(tick, check <-chan time.Time) holdEvent {
+	select {
+	case <-h.j.quit:
+		return holdQuit
+	default:
+	}
+	select {
+	case <-h.lost():
+		return holdLost
+	default:
+	}
+	select {
+	case <-h.j.quit:
+		return holdQuit
+	case <-h.lost():
+		return holdLost
+	case <-check:
+		return holdCheck
+	case <-tick:
+		return holdRenew
 	}
 }
 

@@ -41,7 +41,7 @@ func TestSimFaultKinds(t *testing.T) {
 			for seed := uint64(1); seed <= 8; seed++ {
 				cfg := DefaultConfig(seed)
 				tc.config(&cfg)
-				res := Run(cfg)
+				res := Run(t, cfg)
 				total.add(&res)
 				if res.Broken() {
 					reportFailure(t, seed, &res)

@@ -15,7 +15,7 @@ func TestSimOldProducerFailsLoudly(t *testing.T) {
 		c := DefaultConfig(seed)
 		c.Crashes, c.DropRate, c.DupRate, c.SlowNodes, c.Stripes = 0, 0, 0, 0, 5
 		c.inject.ignoreGrid = true
-		res := Run(c)
+		res := Run(t, c)
 		offGrid := false
 		if res.Failed == 0 || res.Acked+res.Failed != res.Stripes {
 			t.Fatalf("seed %d: %d of %d stripes failed, %d acked", seed, res.Failed, res.Stripes, res.Acked)

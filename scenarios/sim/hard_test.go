@@ -40,7 +40,7 @@ func TestSimHard(t *testing.T) {
 					continue // the kind was not drawn for this seed
 				}
 				drawn++
-				res := Run(cfg)
+				res := Run(t, cfg)
 				total.add(&res)
 				if !res.Broken() {
 					continue

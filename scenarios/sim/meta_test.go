@@ -127,7 +127,7 @@ func TestSimMetaKinds(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			var total tally
 			for seed := uint64(1); seed <= 12; seed++ {
-				res := Run(tc.config(seed))
+				res := Run(t, tc.config(seed))
 				total.add(&res)
 				if res.Broken() {
 					reportFailure(t, seed, &res)
@@ -164,7 +164,7 @@ func TestSimGroupGaps(t *testing.T) {
 			for seed := uint64(1); seed <= 200; seed++ {
 				cfg := tc.config(seed)
 				cfg.Group.Gaps = tc.gap
-				res := Run(cfg)
+				res := Run(t, cfg)
 				if !res.Broken() {
 					continue
 				}
@@ -172,7 +172,7 @@ func TestSimGroupGaps(t *testing.T) {
 				if tc.gap == 0 {
 					return
 				}
-				if fixed := Run(tc.config(seed)); fixed.Broken() {
+				if fixed := Run(t, tc.config(seed)); fixed.Broken() {
 					t.Fatalf("seed %d breaks without the gap too: %s", seed, fixed.Violations[0])
 				}
 				return
@@ -191,7 +191,7 @@ func TestSimLossyKVLiveness(t *testing.T) {
 		c := groupConfig(seed)
 		c.Group.Session, c.Group.Crashes = 12*time.Second, 2
 		c.KV = KVConfig{Drop: 0.05}
-		if res := Run(c); res.Broken() {
+		if res := Run(t, c); res.Broken() {
 			t.Fatalf("seed %d: %s", seed, res.Violations[0])
 		}
 	}

@@ -20,7 +20,7 @@ func repairConfig(seed uint64) Config {
 func TestSimRepair(t *testing.T) {
 	var total tally
 	for seed := uint64(1); seed <= 40; seed++ {
-		res := Run(repairConfig(seed))
+		res := Run(t, repairConfig(seed))
 		total.add(&res)
 		if res.Broken() {
 			reportFailure(t, seed, &res)
@@ -40,7 +40,7 @@ func TestSimRepairWipes(t *testing.T) {
 	for seed := uint64(1); seed <= 20; seed++ {
 		c := wipeConfig(seed)
 		c.RepairEvery = 700 * time.Millisecond
-		res := Run(c)
+		res := Run(t, c)
 		total.add(&res)
 		if res.Broken() {
 			reportFailure(t, seed, &res)

@@ -3,6 +3,8 @@ package sim
 import (
 	"fmt"
 	"math/rand/v2"
+	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/raidq/raidq/stripe"
@@ -41,7 +43,9 @@ type sim struct {
 
 	kv    *kvStore  // the metadata KV (kv.go)
 	lease *leaseRun // the fan-out lease holders (lease.go), if any
-	group *group    // the consumer group (group.go), if any
+	// bubble runs the shipped drivers (bubble.go); nil when the run has none.
+	bubble *bubble
+	group  *group // the consumer group (group.go), if any
 
 	lossWindows []window // quorum-loss windows (outage.go)
 	outages     []outage // every planned node outage (outage.go)
@@ -56,9 +60,21 @@ type sim struct {
 }
 
 // Run plays one scenario and checks it. The same Config gives the same
-// Result, log included.
-func Run(cfg Config) Result {
+// Result, log included. A scenario with shipped drivers (the fan-out
+// lease holders) runs in a testing/synctest bubble under t (bubble.go).
+func Run(t *testing.T, cfg Config) Result {
+	if cfg.Lease.Holders == 0 {
+		return run(cfg, nil)
+	}
+	var res Result
+	synctest.Test(t, func(*testing.T) { res = run(cfg, newBubble()) })
+	return res
+}
+
+func run(cfg Config, b *bubble) Result {
 	s := newSim(cfg)
+	s.bubble = b
+	defer s.stopDrivers()
 	if err := s.params.Validate(); err != nil {
 		s.violate("bad config: %v", err)
 		return s.res
@@ -140,6 +156,9 @@ func (s *sim) running() bool {
 // stuck.
 func (s *sim) loop() {
 	for s.running() {
+		if s.bubble != nil && !s.bubbleStep() {
+			continue
+		}
 		e := s.next()
 		if e == nil {
 			s.violate("no events left with %d producers and %d readers unfinished (group or lease unfinished: %v)", s.prodsLeft, s.readersLeft,

@@ -41,7 +41,7 @@ const (
 // log and the command that replays it.
 func TestSimSeeds(t *testing.T) {
 	if *flagSeed != 0 {
-		res := Run(seedConfig(t, *flagSeed))
+		res := Run(t, seedConfig(t, *flagSeed))
 		t.Log("\n" + strings.Join(res.Log, "\n"))
 		t.Logf("seed %d: %s", *flagSeed, res.Summary())
 		if res.Broken() {
@@ -60,7 +60,7 @@ func TestSimSeeds(t *testing.T) {
 	var total tally
 	failing := 0
 	for seed := *flagFrom; seed < *flagFrom+uint64(n); seed++ {
-		res := Run(seedConfig(t, seed))
+		res := Run(t, seedConfig(t, seed))
 		total.add(&res)
 		if res.Broken() {
 			failing++
@@ -195,7 +195,7 @@ func (a tally) String() string {
 func TestSimDeterministic(t *testing.T) {
 	for _, cfg := range []Config{SeedConfig(7), SeedConfig(2804), conflictConfig(11), raceCrashConfig(3), everyFaultConfig(5),
 		cutOffGroupConfig(3), lostAckGroupConfig(5), lossyGroupConfig(2), leaseConfig(2), wipeConfig(4), repairConfig(3)} {
-		a, b := Run(cfg), Run(cfg)
+		a, b := Run(t, cfg), Run(t, cfg)
 		if len(a.Log) != len(b.Log) {
 			t.Fatalf("seed %d: %d then %d log lines", cfg.Seed, len(a.Log), len(b.Log))
 		}
@@ -216,7 +216,7 @@ func TestSimDeterministic(t *testing.T) {
 func TestSimConflictMode(t *testing.T) {
 	var total tally
 	for seed := uint64(1); seed <= 10; seed++ {
-		res := Run(conflictConfig(seed))
+		res := Run(t, conflictConfig(seed))
 		total.add(&res)
 		if res.Broken() {
 			reportFailure(t, seed, &res)
@@ -289,7 +289,7 @@ func TestSimCatchesBugs(t *testing.T) {
 			for seed := uint64(1); seed <= 200; seed++ {
 				cfg := tc.config(seed)
 				cfg.inject = tc.bug
-				if res := Run(cfg); res.Broken() {
+				if res := Run(t, cfg); res.Broken() {
 					t.Logf("seed %d: %s", seed, res.Violations[0])
 					return
 				}
@@ -308,7 +308,7 @@ func TestSimCatchesBugs(t *testing.T) {
 // docs/design.md#the-read-frontier requires it.)
 func TestSimStepBack(t *testing.T) {
 	for seed := uint64(1); seed <= 200; seed++ {
-		if res := Run(stepBackConfig(seed)); res.Broken() {
+		if res := Run(t, stepBackConfig(seed)); res.Broken() {
 			t.Fatalf("seed %d: %s\n%s", seed, res.Violations[0], res.Summary())
 		}
 	}
@@ -342,7 +342,7 @@ func TestSimAlter(t *testing.T) {
 		n = *flagSeeds
 	}
 	for seed := uint64(1); seed <= uint64(n); seed++ {
-		if res := Run(alterConfig(seed)); res.Broken() {
+		if res := Run(t, alterConfig(seed)); res.Broken() {
 			t.Fatalf("seed %d: %s\n%s", seed, res.Violations[0], res.Summary())
 		}
 	}
