@@ -100,9 +100,38 @@ type producerTick struct{}
 type Producer struct {
 	c     *Client
 	pid   *actor.PID
+	ref   producerRef // pid's mailbox
 	topic *meta.Topic
 	a     *producerActor
 }
+
+// producerRef is a producer actor's mailbox: each method sends the
+// message that the producerActor method of the same name handles (on the
+// actor's goroutine, by way of Receive). Any goroutine may call them.
+type producerRef struct {
+	root *actor.RootContext
+	pid  *actor.PID
+}
+
+// add: a record for producerActor.add.
+func (r producerRef) add(rec stripe.Record, partition int, cb func(SendResult)) {
+	r.root.Send(r.pid, &produce{rec: rec, partition: partition, cb: cb})
+}
+
+// addBatch: a batch for producerActor.addBatch.
+func (r producerRef) addBatch(recs []stripe.Record, partition int, id stripe.ID, cb func(SendResult)) {
+	r.root.Send(r.pid, &produceBatch{recs: recs, partition: partition, id: id, cb: cb})
+}
+
+// addRun: a run of batches for producerActor.addRun.
+func (r producerRef) addRun(m *produceRun) { r.root.Send(r.pid, m) }
+
+// refuse: a refusal for producerActor.refuse.
+func (r producerRef) refuse(err error) { r.root.Send(r.pid, &producerRefused{err: err}) }
+
+// flush: producerActor.flush closes done once every record sent before
+// has its outcome.
+func (r producerRef) flush(done chan struct{}) { r.root.Send(r.pid, &flushReq{done: done}) }
 
 // Ticking says whether the producer's attempt-timeout tick runs: only
 // while a stripe is in flight, so an idle producer costs no wake-ups.
@@ -155,7 +184,7 @@ func (c *Client) newProducer(t *meta.Topic, cfg ProducerConfig, r *reappendReq) 
 	if err != nil {
 		return nil, err
 	}
-	return &Producer{c: c, pid: pid, topic: t, a: pa}, nil
+	return &Producer{c: c, pid: pid, ref: producerRef{root: c.system.Root, pid: pid}, topic: t, a: pa}, nil
 }
 
 // Topic is the producer's topic.
@@ -165,7 +194,7 @@ func (p *Producer) Topic() *meta.Topic { return p.topic }
 // from the producer actor's goroutine, so it must not block. partition -1
 // lets the producer choose (by key hash, else sticky round-robin).
 func (p *Producer) Send(rec stripe.Record, partition int, cb func(SendResult)) {
-	p.c.system.Root.Send(p.pid, &produce{rec: rec, partition: partition, cb: cb})
+	p.ref.add(rec, partition, cb)
 }
 
 // SendBatch writes recs to partition as one stripe of their own: the
@@ -191,7 +220,7 @@ func (p *Producer) Send(rec stripe.Record, partition int, cb func(SendResult)) {
 // stripe of id is still being written to another partition. recs belong
 // to the producer until cb.
 func (p *Producer) SendBatch(recs []stripe.Record, partition int, id stripe.ID, cb func(SendResult)) {
-	p.c.system.Root.Send(p.pid, &produceBatch{recs: recs, partition: partition, id: id, cb: cb})
+	p.ref.addBatch(recs, partition, id, cb)
 }
 
 // RunBatch is one batch of a SendRun.
@@ -216,7 +245,7 @@ func (p *Producer) SendRun(partition int, batches []RunBatch) {
 	for _, b := range batches {
 		m.batches = append(m.batches, &produceBatch{recs: b.Recs, partition: partition, id: b.ID, cb: b.CB})
 	}
-	p.c.system.Root.Send(p.pid, m)
+	p.ref.addRun(m)
 }
 
 // Refuse fails every record of the producer without an outcome yet with
@@ -226,7 +255,7 @@ func (p *Producer) SendRun(partition int, batches []RunBatch) {
 // after it are written as usual (and, while the refusal lasts, refused
 // again by the next violation their writes bring).
 func (p *Producer) Refuse(err error) {
-	p.c.system.Root.Send(p.pid, &producerRefused{err: err})
+	p.ref.refuse(err)
 }
 
 // MaxBatchRecords is how many records one stripe of the topic may hold
@@ -238,7 +267,7 @@ func (p *Producer) MaxBatchRecords() int { return p.a.maxRecs }
 // it has its outcome, or ctx ends.
 func (p *Producer) Flush(ctx context.Context) error {
 	done := make(chan struct{})
-	p.c.system.Root.Send(p.pid, &flushReq{done: done})
+	p.ref.flush(done)
 	select {
 	case <-done:
 		return nil

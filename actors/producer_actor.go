@@ -168,15 +168,21 @@ func (a *producerActor) Receive(ctx actor.Context) {
 	case *producerRefused:
 		a.refuse(ctx, m.err)
 	case *flushReq:
-		for i := range a.parts {
-			a.closeBatch(ctx, i)
-		}
-		a.flushes = append(a.flushes, m.done)
-		a.checkFlushed()
+		a.flush(ctx, m.done)
 	case *actor.Stopping:
 		a.stopTicking()
 		a.failAll(fmt.Errorf("producer of %s: %w", a.topic.Name, core.ErrClosed))
 	}
+}
+
+// flush closes every open batch; done is closed once every record sent
+// before has its outcome (checkFlushed).
+func (a *producerActor) flush(ctx actor.Context, done chan struct{}) {
+	for i := range a.parts {
+		a.closeBatch(ctx, i)
+	}
+	a.flushes = append(a.flushes, done)
+	a.checkFlushed()
 }
 
 // add puts a record into its partition's open batch.

@@ -87,9 +87,9 @@ type readerActor struct {
 	sinkQuit chan struct{}
 	sinking  uint64 // the frontier of the deliveries the sink is taking
 	stalled  time.Time
-	holdMain time.Time // no main scan before it (core.Output.Short)
-	idle     uint      // main scans in a row that found nothing (poll)
-	sched    *scheduler.TimerScheduler
+	holdMain time.Time       // no main scan before it (core.Output.Short)
+	idle     uint            // main scans in a row that found nothing (poll)
+	self     readerSelf      // set at Started
 	m        *metrics.Reader // nil: no metrics
 	stats    *readerStats
 	suspect  []atomic.Bool // by ensemble position: the last scan timed out
@@ -198,34 +198,56 @@ func (r *Reader) Close() {
 func (a *readerActor) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
-		a.sched = scheduler.NewTimerScheduler(ctx)
-		a.startSink(ctx)
-		ctx.Send(ctx.Self(), &readerPump{})
+		a.self = readerSelf{root: ctx.ActorSystem().Root, pid: ctx.Self(), sched: scheduler.NewTimerScheduler(ctx)}
+		a.startSink()
+		a.self.pump()
 	case *readerPump:
-		a.pump(ctx)
+		a.pump()
 	case *scanDone:
-		a.applyScan(ctx, m)
+		a.applyScan(m)
 	case *sinkDone:
-		a.busy = false
-		a.stats.setHanded(a.sinking)
-		a.pump(ctx)
+		a.afterSink()
 	case *actor.Stopping:
 		close(a.sinkQuit)
 		a.m.Deferred(0, 0, 0)
 	}
 }
 
+// readerSelf is a reader actor's own mailbox, for its sink goroutine, its
+// scans' goroutines and its timers: each method sends the message that
+// the readerActor method of the same name handles (on the actor's
+// goroutine, by way of Receive).
+type readerSelf struct {
+	root  *actor.RootContext
+	pid   *actor.PID
+	sched *scheduler.TimerScheduler
+}
+
+// pump: readerActor.pump, now.
+func (s readerSelf) pump() { s.root.Send(s.pid, &readerPump{}) }
+
+// pumpAfter: readerActor.pump, after d.
+func (s readerSelf) pumpAfter(d time.Duration) { s.sched.SendOnce(d, s.pid, &readerPump{}) }
+
+// applyScan: a finished scan for readerActor.applyScan.
+func (s readerSelf) applyScan(sc core.Scan, results []core.NodeResult) {
+	s.root.Send(s.pid, &scanDone{sc: sc, results: results})
+}
+
+// afterSink: readerActor.afterSink, the sink having taken its deliveries.
+func (s readerSelf) afterSink() { s.root.Send(s.pid, &sinkDone{}) }
+
 // startSink runs the sink on its own goroutine so a slow consumer never
-// blocks the actor; the reader waits for sinkDone before scanning on.
-func (a *readerActor) startSink(ctx actor.Context) {
+// blocks the actor; the reader waits for afterSink before scanning on.
+func (a *readerActor) startSink() {
 	a.sinkCh, a.sinkQuit = make(chan []core.Delivery), make(chan struct{})
-	self, root := ctx.Self(), ctx.ActorSystem().Root
+	self := a.self
 	go func() {
 		for {
 			select {
 			case ds := <-a.sinkCh:
 				a.cfg.Sink(ds)
-				root.Send(self, &sinkDone{})
+				self.afterSink()
 			case <-a.sinkQuit:
 				return
 			}
@@ -233,7 +255,14 @@ func (a *readerActor) startSink(ctx actor.Context) {
 	}()
 }
 
-func (a *readerActor) pump(ctx actor.Context) {
+// afterSink scans on once the sink has taken the last deliveries.
+func (a *readerActor) afterSink() {
+	a.busy = false
+	a.stats.setHanded(a.sinking)
+	a.pump()
+}
+
+func (a *readerActor) pump() {
 	if a.busy {
 		return
 	}
@@ -241,7 +270,7 @@ func (a *readerActor) pump(ctx actor.Context) {
 	now := a.c.cfg.Now()
 	sc, ok := a.core.Next(now)
 	if !ok {
-		a.sched.SendOnce(a.cfg.Poll, ctx.Self(), &readerPump{})
+		a.self.pumpAfter(a.cfg.Poll)
 		return
 	}
 	// At the clock's head (the scan ends at now-D), wait until the window
@@ -249,18 +278,18 @@ func (a *readerActor) pump(ctx actor.Context) {
 	// last scan took, back to back, and every such scan costs each node a
 	// request and a seal commit.
 	if head := uint64(max(now-a.core.ReadDelay(), 0)); !sc.Rescan && sc.To >= head && sc.To-sc.From < uint64(a.poll()) {
-		a.sched.SendOnce(a.poll()-time.Duration(sc.To-sc.From), ctx.Self(), &readerPump{})
+		a.self.pumpAfter(a.poll() - time.Duration(sc.To-sc.From))
 		return
 	}
 	if !sc.Rescan && time.Now().Before(a.holdMain) {
 		// The nodes closed less than the last main scan asked: wait for
 		// their clocks rather than ask again at once.
-		a.sched.SendOnce(time.Until(a.holdMain), ctx.Self(), &readerPump{})
+		a.self.pumpAfter(time.Until(a.holdMain))
 		return
 	}
 	a.busy = true
-	self, root := ctx.Self(), ctx.ActorSystem().Root
-	go func() { root.Send(self, &scanDone{sc: sc, results: a.scanAll(sc)}) }()
+	self := a.self
+	go func() { self.applyScan(sc, a.scanAll(sc)) }()
 }
 
 // refreshTiming takes up a `topic alter` of the read delay or the accept
@@ -298,7 +327,7 @@ func (a *readerActor) noteIdle(results []core.NodeResult) {
 }
 
 // applyScan feeds a finished scan to the core and ships the deliveries.
-func (a *readerActor) applyScan(ctx actor.Context, m *scanDone) {
+func (a *readerActor) applyScan(m *scanDone) {
 	out := a.core.Apply(a.c.cfg.Now(), m.sc, m.results)
 	if !m.sc.Rescan {
 		a.noteIdle(m.results)
@@ -312,10 +341,10 @@ func (a *readerActor) applyScan(ctx actor.Context, m *scanDone) {
 		a.stats.setHanded(a.core.Frontier())
 		a.busy = false
 		if out.Stalled != "" {
-			a.sched.SendOnce(50*time.Millisecond, ctx.Self(), &readerPump{})
+			a.self.pumpAfter(50 * time.Millisecond)
 			return
 		}
-		a.pump(ctx)
+		a.pump()
 		return
 	}
 	a.sinking = a.core.Frontier()
