@@ -4,8 +4,16 @@
 // Liveness, PlanGroup, PauseAfter, LeaseWatch and BirthInput) run against
 // simulated nodes, disks, clocks, a metadata KV and a lossy network, all
 // driven by one seeded random source and one discrete event queue ordered
-// by (time, sequence). There are no goroutines and no real time, so a seed
-// replays exactly.
+// by (time, sequence). There is no real time, so a seed replays exactly.
+//
+// Drivers move from copies here to the code that ships, one at a time
+// (docs/design.md#the-simulation): the fan-out lease holders are
+// actors/fanout's Manager itself, run in a testing/synctest bubble whose
+// fake clock is the simulation's true time, its ports (KV, readers, bus)
+// simulated (bubble.go, lease.go, lease_ports.go). Run takes the test's
+// *testing.T for that bubble. The other drivers (producers' writers,
+// readers, nodes, repair, group members) are still modelled around their
+// cores in this package.
 //
 // Run(cfg) plays one scenario and checks the properties the protocol
 // promises: every acked record delivered by every reader, nothing invented,
