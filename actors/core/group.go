@@ -5,6 +5,7 @@ import (
 	"slices"
 	"sort"
 
+	"github.com/raidq/raidq/stripe/invariants"
 	"github.com/raidq/raidq/stripe/placement"
 )
 
@@ -206,7 +207,50 @@ func PlanGroup(v GroupView) GroupPlan {
 			plan.Wait = append(plan.Wait, p)
 		}
 	}
+	if invariants.Enabled {
+		checkPlan(v, want, plan)
+	}
 	return plan
+}
+
+// checkPlan asserts that a plan keeps one owner per partition: each
+// partition is in at most one of its lists; the member goes on reading
+// (held and not given up) or claims only partitions assigned to it whose
+// record names no one, itself, or (a claim) a member it judges dead; it
+// waits for a partition whose record names a live member; it releases
+// or is fenced on only what it holds. With every member's plan so, and
+// one assignee per partition (AssignPartitions), no two live members
+// read one partition.
+func checkPlan(v GroupView, want map[int]bool, plan GroupPlan) {
+	in := make(map[int]string)
+	note := func(list string, ps []int) {
+		for _, p := range ps {
+			if prev, dup := in[p]; dup || p < 0 || p >= v.Partitions {
+				invariants.Failf("group %s member %s: partition %d of %d in plan list %s (and %q)", v.Group, v.Me, p, v.Partitions, list, prev)
+			}
+			in[p] = list
+		}
+	}
+	note("release", plan.Release)
+	note("fenced", plan.Fenced)
+	note("claim", plan.Claim)
+	note("wait", plan.Wait)
+	note("orphans", plan.Orphans)
+	for p := 0; p < v.Partitions; p++ {
+		owner, list := v.Owners[p], in[p]
+		otherLive := owner != "" && owner != v.Me && slices.Contains(v.Live, owner)
+		reads := list == "claim" || v.Held[p] && list == ""
+		switch {
+		case reads && (!want[p] || otherLive || v.Held[p] && owner != "" && owner != v.Me):
+			invariants.Failf("group %s member %s: reads partition %d (held=%v, assigned=%v), whose record names %q (live: %v)",
+				v.Group, v.Me, p, v.Held[p], want[p], owner, v.Live)
+		case list == "wait" && (!want[p] || v.Held[p] || !otherLive):
+			invariants.Failf("group %s member %s: waits for partition %d (held=%v, assigned=%v), whose record names %q (live: %v)",
+				v.Group, v.Me, p, v.Held[p], want[p], owner, v.Live)
+		case (list == "release" || list == "fenced") && !v.Held[p]:
+			invariants.Failf("group %s member %s: %s partition %d, which it does not hold", v.Group, v.Me, list, p)
+		}
+	}
 }
 
 // PauseAfter is how long a member may go without a successful heartbeat

@@ -5,6 +5,8 @@ import (
 	"slices"
 	"time"
 	"unicode/utf8"
+
+	"github.com/raidq/raidq/stripe/invariants"
 )
 
 // Kafka's classic consumer group protocol, the coordinator's side: one
@@ -655,6 +657,43 @@ func (g *KafkaGroup) completeJoin(now int64, out *KafkaOutput) {
 		m.assignment = nil
 		g.held = append(g.held, g.joinReply(m.joinReq, m))
 		m.joining, m.joinReq = false, 0
+	}
+	if invariants.Enabled {
+		g.checkGeneration("completed join", g.held, true)
+	}
+}
+
+// checkGeneration asserts one generation's join replies (the successful
+// ones among replies): each at the group's generation, under the one
+// leader, a member, at most one per member, and (all, when the join
+// phase ends or the replies are released) one for every member. So
+// every member of a generation is told the same leader and no member
+// is handed two assignments' worth of it. Join replies of a new
+// generation go out only once its write is durable (Persisted): never
+// while the group holds them (checked as each input's output is made,
+// finish, and as Persisted releases them).
+func (g *KafkaGroup) checkGeneration(where string, replies []KafkaJoinReply, all bool) {
+	seen := make(map[string]bool)
+	for _, r := range replies {
+		if r.Code != KafkaNone {
+			continue
+		}
+		m := g.members[r.Member]
+		switch {
+		case r.Generation != g.generation || r.Leader != g.leader:
+			invariants.Failf("kafka group: %s reply to %s at generation %d leader %q, the group is at %d leader %q",
+				where, r.Member, r.Generation, r.Leader, g.generation, g.leader)
+		case m == nil || seen[r.Member]:
+			invariants.Failf("kafka group: %s reply to %s, a member=%v, twice=%v, at generation %d", where, r.Member, m != nil, seen[r.Member], r.Generation)
+		case g.members[g.leader] == nil:
+			invariants.Failf("kafka group: %s reply: generation %d's leader %q is not a member", where, g.generation, g.leader)
+		case (r.Member == g.leader) != (len(r.Members) > 0):
+			invariants.Failf("kafka group: %s reply to %s lists %d members, leader %q", where, r.Member, len(r.Members), g.leader)
+		}
+		seen[r.Member] = true
+	}
+	if all && len(seen) != len(g.members) {
+		invariants.Failf("kafka group: %s: %d replies at generation %d for %d members", where, len(seen), g.generation, len(g.members))
 	}
 }
 

@@ -1,6 +1,10 @@
 package core
 
-import "slices"
+import (
+	"slices"
+
+	"github.com/raidq/raidq/stripe/invariants"
+)
 
 // The Kafka group's other inputs (kafka_group.go has the model): SyncGroup,
 // Heartbeat, LeaveGroup, OffsetCommit's check, the clock, the driver's
@@ -234,6 +238,9 @@ func (g *KafkaGroup) Persisted(now int64, seq uint64) KafkaOutput {
 	}
 	out.Joins, g.held = g.held, nil
 	out.Released = g.generation
+	if invariants.Enabled {
+		g.checkGeneration("released", out.Joins, true)
+	}
 	return out
 }
 
@@ -260,6 +267,28 @@ func (g *KafkaGroup) Snapshot() KafkaSnapshot {
 			Assignment: m.assignment})
 	}
 	return s
+}
+
+// checkOutput asserts what one input answered: successful join replies
+// only at a generation already durable (not while its replies are held
+// for the write: checkGeneration), successful sync replies only once
+// the leader's assignments made the group Stable.
+func (g *KafkaGroup) checkOutput(out KafkaOutput) {
+	ok := 0
+	for _, r := range out.Joins {
+		if r.Code == KafkaNone {
+			ok++
+		}
+	}
+	if ok > 0 && g.holding {
+		invariants.Failf("kafka group: %d join replies of generation %d answered before its write is durable", ok, g.generation)
+	}
+	g.checkGeneration("answered", out.Joins, false)
+	for _, r := range out.Syncs {
+		if r.Code == KafkaNone && g.state != KafkaStable {
+			invariants.Failf("kafka group: a sync answered in state %v at generation %d", g.state, g.generation)
+		}
+	}
 }
 
 // remove takes a member out, answering what of it waits here with code.
@@ -300,6 +329,9 @@ func (g *KafkaGroup) afterRemoval(now int64, reason string, out *KafkaOutput) {
 
 // finish asks for the state to be written if this input changed it.
 func (g *KafkaGroup) finish(out KafkaOutput) KafkaOutput {
+	if invariants.Enabled {
+		g.checkOutput(out)
+	}
 	if !g.dirty {
 		return out
 	}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/raidq/raidq/stripe"
+	"github.com/raidq/raidq/stripe/invariants"
 )
 
 // RangeNanos is the width of one slot-owner's offset range: one second of
@@ -121,6 +122,21 @@ func (o *Owner) Write(now int64, off uint64, h *stripe.ShardHeader, repair bool)
 	return WriteDecision{Status: StatusOK, Persist: true}
 }
 
+// checkRouted asserts the routing the driver guarantees: a request at
+// offset off reached the owner of RangeStart(off), the one range holding
+// it (the node's partition actor and the simulation route so, and the
+// reader's scans start in the range they end in: checkScan). This is
+// apart from the checks of client input (an offset that disagrees with
+// its shard, a scan empty or past the range's end), which stay answers.
+// With invariants off (the released binary) a routing violation is
+// answered BAD_REQUEST like bad input, as before.
+func (o *Owner) checkRouted(what string, off uint64) {
+	if invariants.Enabled && (off < o.cfg.Lo || off >= o.Hi()) {
+		invariants.Failf("owner %s/%d [%d,%d): %s at offset %d routed to the wrong owner (the driver routes by RangeStart)",
+			o.cfg.Topic, o.cfg.Partition, o.cfg.Lo, o.Hi(), what, off)
+	}
+}
+
 // gridCheck refuses an offset off the topic's grid with BAD_REQUEST: a
 // stripe there would break the Kafka offset mapping (offset + record
 // index), and no write or retry could ever succeed there, so a producer
@@ -199,6 +215,7 @@ func (o *Owner) Scan(now int64, from, to uint64, seal bool) ScanDecision {
 // never refuses for a reader's fast clock and costs no store write: a
 // reader asking too far only gets less.
 func (o *Owner) Close(clock int64, from, to uint64) ScanDecision {
+	o.checkRouted("closing scan", from)
 	if from >= to || from < o.cfg.Lo || to > o.Hi() {
 		return ScanDecision{Status: StatusBadRequest,
 			Detail: fmt.Sprintf("scan [%d,%d) must be non-empty and inside owner range [%d,%d)", from, to, o.cfg.Lo, o.Hi())}

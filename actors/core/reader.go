@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/raidq/raidq/stripe"
+	"github.com/raidq/raidq/stripe/invariants"
 	"github.com/raidq/raidq/stripe/quorum"
 )
 
@@ -250,15 +251,29 @@ func (r *Reader) Next(now int64) (Scan, bool) {
 	if !r.lastRescan || !ok || r.cfg.Bugs.RescansFirst {
 		if sc, due := r.rescan(now); due {
 			r.lastRescan = true
-			return sc, true
+			return checkScan(sc), true
 		}
 		if sc, due := r.rescanDeferred(now); due {
 			r.lastRescan = true
-			return sc, true
+			return checkScan(sc), true
 		}
 	}
 	r.lastRescan = false
+	if ok {
+		checkScan(main)
+	}
 	return main, ok
+}
+
+// checkScan asserts that a scan the reader asks for is non-empty and
+// inside one owner range: the driver sends it to the owner of
+// RangeStart(From), which asserts the same (Owner.Scan, Owner.Close).
+func checkScan(sc Scan) Scan {
+	if invariants.Enabled && (sc.From >= sc.To || sc.To > RangeStart(sc.From)+RangeNanos) {
+		invariants.Failf("reader: scan [%d,%d) (rescan=%v) is empty or crosses the owner range boundary %d",
+			sc.From, sc.To, sc.Rescan, RangeStart(sc.From)+RangeNanos)
+	}
+	return sc
 }
 
 // SetTiming changes the reader's read delay D and the accept window its
@@ -393,6 +408,9 @@ func (rw *row) unheard() []int {
 // Apply merges the node results of sc and delivers what became certain.
 func (r *Reader) Apply(now int64, sc Scan, results []NodeResult) Output {
 	var out Output
+	if invariants.Enabled {
+		defer r.checkApply(r.pos, r.frontier, &out)
+	}
 	if sc.Rescan {
 		r.merge(now, sc, results, &out, false)
 		r.settleDeferred(sc, &out)
@@ -427,6 +445,29 @@ func (r *Reader) Apply(now int64, sc Scan, results []NodeResult) Output {
 	}
 	r.drain(now, &out)
 	return out
+}
+
+// checkApply asserts that an Apply moved the reader only forward: its
+// position and frontier never go back, and neither do its deliveries,
+// but for late ones. Those come from deferred rows (reader_deferred.go),
+// which the reader passed: below the position it started from and at or
+// after its start (deliverLate asserts the row side as it delivers).
+func (r *Reader) checkApply(pos Position, frontier uint64, out *Output) {
+	if r.pos.Less(pos) || r.frontier < frontier {
+		invariants.Failf("reader: moved back, position %s -> %s, frontier %d -> %d", pos, r.pos, frontier, r.frontier)
+	}
+	var last uint64
+	for _, d := range out.Deliveries {
+		switch {
+		case d.Late && (d.Pos.Offset >= pos.Offset || d.Pos.Less(r.start)):
+			invariants.Failf("reader: late delivery at %s not behind the position %s (start %s)", d.Pos, pos, r.start)
+		case d.Late:
+		case d.Pos.Less(pos) || d.Pos.Offset < last:
+			invariants.Failf("reader: delivery at %s goes back (position %s, previous delivery at offset %d) and is not late", d.Pos, pos, last)
+		default:
+			last = d.Pos.Offset
+		}
+	}
 }
 
 // closedTo is the read frontier a main scan reached

@@ -4,6 +4,7 @@ import (
 	"sort"
 
 	"github.com/raidq/raidq/stripe"
+	"github.com/raidq/raidq/stripe/invariants"
 	"github.com/raidq/raidq/stripe/quorum"
 )
 
@@ -210,7 +211,14 @@ func (r *Reader) settleRow(rw *row, out *Output) bool {
 
 // deliverLate decodes a deferred group and emits its records, at their
 // own (lower) positions, marked Late.
-func (r *Reader) deliverLate(rw *row, g *group, out *Output) { r.emit(rw, g, r.start, true, out) }
+func (r *Reader) deliverLate(rw *row, g *group, out *Output) {
+	// Only a deferred row goes back: one the reader passed (deferRow).
+	if invariants.Enabled && (r.deferred.rows[rw.offset] != rw || rw.offset >= r.pos.Offset) {
+		invariants.Failf("reader: late delivery at offset %d (deferred=%v), position %s: only deferred rows behind the position are delivered late",
+			rw.offset, r.deferred.rows[rw.offset] == rw, r.pos)
+	}
+	r.emit(rw, g, r.start, true, out)
+}
 
 // deliveredElsewhere settles the deferred groups of stripe id once the
 // stripe was delivered at offset off (a retry copy or a re-append).

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/raidq/raidq/stripe"
+	"github.com/raidq/raidq/stripe/invariants"
 	"github.com/raidq/raidq/stripe/quorum"
 )
 
@@ -261,6 +262,12 @@ func (w *Writer) Reply(now int64, rnd Rand, id stripe.ID, att, node int, s Statu
 		a.bad++
 		a.refused = true
 	}
+	// One reply per ensemble position: acks (and answers) never exceed n.
+	// The ack side, progress, asserts it again for the attempt it acks.
+	if invariants.Enabled && (a.ok+a.bad > len(a.replies) || len(a.replies) != w.cfg.Params.N) {
+		invariants.Failf("writer: stripe %s attempt %d counts %d ok + %d other answers from %d positions (n=%d)",
+			id, att, a.ok, a.bad, len(a.replies), w.cfg.Params.N)
+	}
 	return w.progress(now, rnd, st)
 }
 
@@ -314,6 +321,9 @@ func (w *Writer) progress(now int64, rnd Rand, st *stripeState) WriterOutput {
 	if !st.committed {
 		for _, a := range st.attempts {
 			if p.Committed(a.ok) {
+				if invariants.Enabled {
+					w.checkAck(st, a)
+				}
 				st.committed, st.acked = true, a.offset
 				out.Acks = append(out.Acks, Ack{ID: st.id, Offset: a.offset})
 				break
@@ -398,12 +408,53 @@ func (w *Writer) rollBack(now int64) {
 
 // committingAttempt is the attempt whose offset was acked.
 func (w *Writer) committingAttempt(st *stripeState) *attempt {
+	if invariants.Enabled {
+		w.checkAcked(st)
+	}
 	for _, a := range st.attempts {
 		if a.offset == st.acked {
 			return a
 		}
 	}
 	return st.attempts[0]
+}
+
+// checkAck asserts, as the writer acks st at attempt a, what the ack
+// rests on: W oks counted at a's offset, at most n (one per position:
+// Reply asserts it as it counts), committedHi covering the offset
+// (rollBack keeps later offsets above it).
+func (w *Writer) checkAck(st *stripeState, a *attempt) {
+	p := w.cfg.Params
+	switch {
+	case a.ok > p.N || a.ok+a.bad > len(a.replies):
+		invariants.Failf("writer: stripe %s acked at offset %d with %d oks + %d other answers, n=%d", st.id, a.offset, a.ok, a.bad, p.N)
+	case a.ok != countStatus(a.replies, StatusOK):
+		invariants.Failf("writer: stripe %s acked at offset %d with %d oks counted, %d recorded", st.id, a.offset, a.ok, countStatus(a.replies, StatusOK))
+	case a.offset > w.committedHi:
+		invariants.Failf("writer: stripe %s acked at offset %d above the highest committed offset %d", st.id, a.offset, w.committedHi)
+	}
+}
+
+// checkAcked asserts the other side of checkAck for a committed stripe:
+// its acked offset is that of one of its attempts, which reached W.
+func (w *Writer) checkAcked(st *stripeState) {
+	for _, a := range st.attempts {
+		if a.offset == st.acked && w.attemptCommitted(a) {
+			return
+		}
+	}
+	invariants.Failf("writer: stripe %s (committed=%v) acked at offset %d, where none of its %d attempts reached W=%d",
+		st.id, st.committed, st.acked, len(st.attempts), w.cfg.Params.W)
+}
+
+func countStatus(replies []Status, s Status) int {
+	n := 0
+	for _, r := range replies {
+		if r == s {
+			n++
+		}
+	}
+	return n
 }
 
 // settled: nothing more can change what the writer does for a committed
