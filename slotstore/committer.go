@@ -8,6 +8,7 @@ import (
 	"sync"
 
 	"github.com/raidq/raidq/stripe"
+	"github.com/raidq/raidq/stripe/invariants"
 )
 
 // backend is the storage a committer writes to.
@@ -260,8 +261,38 @@ func (c *committer) finish(group []*item) {
 			delete(c.pending, string(p.enc))
 		}
 	}
+	if invariants.Enabled {
+		c.checkPendingLocked()
+	}
 	c.busy = false
 	c.cond.Broadcast()
+}
+
+// checkPendingLocked asserts that the pending work matches the queue, as
+// the group commit leaves it (finish): every slot put by a queued batch
+// is pending with the bytes of its last queued put, and no other slot
+// is, so the write-once check (existingLocked) sees exactly what is
+// queued and not yet applied (enqueue adds a batch's puts to both,
+// finish takes a written group's out of pending).
+func (c *committer) checkPendingLocked() {
+	last := make(map[string][]byte)
+	for _, it := range c.queue {
+		for _, p := range it.puts {
+			last[string(p.enc)] = p.shard
+		}
+	}
+	for k, b := range last {
+		pb, ok := c.pending[k]
+		switch {
+		case !ok:
+			invariants.Failf("slotstore: committer: slot %x queued but not pending (%d pending, %d batches queued)", k, len(c.pending), len(c.queue))
+		case !bytes.Equal(pb, b):
+			invariants.Failf("slotstore: committer: slot %x pending with other bytes than queued", k)
+		}
+	}
+	if len(c.pending) != len(last) {
+		invariants.Failf("slotstore: committer: %d slots pending, %d queued", len(c.pending), len(last))
+	}
 }
 
 // hold stops the committer taking new groups and waits for the one being
