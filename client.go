@@ -20,7 +20,7 @@ type Option func(*options)
 type options struct {
 	cluster string
 	logger  *slog.Logger
-	now     func() int64
+	now     func() int64 // the client clock, unix ns; nil: the wall clock (hooks.go)
 	name    string
 	timeout time.Duration
 	natsOpt []nats.Option
@@ -36,9 +36,6 @@ func WithCluster(name string) Option { return func(o *options) { o.cluster = nam
 
 // WithLogger routes the client's logs (default slog.Default()).
 func WithLogger(l *slog.Logger) Option { return func(o *options) { o.logger = l } }
-
-// WithClock replaces the client clock (unix ns); drills use it to skew producers.
-func WithClock(now func() int64) Option { return func(o *options) { o.now = now } }
 
 // WithName names the NATS connection.
 func WithName(n string) Option { return func(o *options) { o.name = n } }

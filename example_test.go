@@ -9,6 +9,7 @@ import (
 
 	"github.com/raidq/raidq"
 	"github.com/raidq/raidq/actors/server"
+	"github.com/raidq/raidq/stripe/quorum"
 )
 
 // localCluster starts an in-process cluster of six nodes for an example
@@ -35,7 +36,7 @@ func ordersProducer() (c *raidq.Client, p *raidq.Producer, stop func(), err erro
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	if err := lc.CreateTopic("orders", 1, raidq.DefaultParams()); err != nil {
+	if err := lc.CreateTopic("orders", 1, quorum.Default()); err != nil {
 		stopCluster()
 		return nil, nil, nil, err
 	}
@@ -89,7 +90,7 @@ func ExampleProducer_SendAsync() {
 		return
 	}
 	defer stop()
-	_ = lc.CreateTopic("orders", 1, raidq.DefaultParams())
+	_ = lc.CreateTopic("orders", 1, quorum.Default())
 	c, _ := lc.Connect()
 	defer c.Close()
 	p, err := c.Producer("orders", raidq.WithLinger(5*time.Millisecond))
@@ -214,7 +215,7 @@ func ExampleConsumer_Next() {
 		return
 	}
 	defer stop()
-	_ = lc.CreateTopic("orders", 1, raidq.DefaultParams())
+	_ = lc.CreateTopic("orders", 1, quorum.Default())
 	c, _ := lc.Connect()
 	defer c.Close()
 
@@ -254,7 +255,7 @@ func ExampleWithGroup() {
 		return
 	}
 	defer stop()
-	_ = lc.CreateTopic("orders", 2, raidq.DefaultParams())
+	_ = lc.CreateTopic("orders", 2, quorum.Default())
 	c, _ := lc.Connect()
 	defer c.Close()
 

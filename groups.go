@@ -58,19 +58,6 @@ const GroupInterval = time.Second
 // application to finish the message of it that it holds.
 const revokeGrace = 3 * time.Second
 
-// ErrFenced: the partition was claimed by another member of the group since
-// this member read it (a rebalance, or this member was presumed dead); the
-// commit did not happen and the partition's reader is stopped here.
-var ErrFenced = meta.ErrFenced
-
-// ErrKafkaGroup: the group name is a Kafka consumer group's (one the
-// Kafka gateway coordinates). Native and Kafka groups never share a name.
-var ErrKafkaGroup = errors.New("the name belongs to a Kafka consumer group")
-
-// ErrSeeked: Commit of a message delivered before a Seek of its partition;
-// nothing is committed.
-var ErrSeeked = errors.New("message was delivered before the last Seek")
-
 // gens numbers partition claims and seeks process-wide, so a Message can
 // say which reading of its partition delivered it.
 var gens atomic.Uint64

@@ -2,7 +2,6 @@ package raidq
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"sort"
@@ -16,14 +15,6 @@ import (
 // native groups from their records in the groups bucket, Kafka clients'
 // groups from their `kgroup.<name>` records. The arithmetic is in
 // groups_admin_calc.go; this file reads and writes.
-
-var (
-	// ErrUnknownGroup: no group of that name has any record.
-	ErrUnknownGroup = fmt.Errorf("unknown consumer group: %w", meta.ErrNotFound)
-	// ErrGroupLive: the group has live members, and the change needs it
-	// empty (WithForce overrides).
-	ErrGroupLive = errors.New("the group has live members")
-)
 
 // GroupAdminOption configures Groups, DescribeGroup, ResetGroup and
 // DeleteGroup.

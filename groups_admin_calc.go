@@ -13,9 +13,6 @@ import (
 // live, and Kafka offsets and assignments. No I/O, no clock: the time is
 // an argument.
 
-// ErrBadReset: a reset target that cannot be parsed or lies in the future.
-var ErrBadReset = errors.New("invalid reset target")
-
 // resetKind says what a ResetTo names.
 type resetKind int
 

@@ -12,6 +12,7 @@ import (
 
 	"github.com/raidq/raidq"
 	"github.com/raidq/raidq/bus/meta"
+	"github.com/raidq/raidq/stripe/quorum"
 )
 
 // TestGroupAdminResetThenJoin: a group that read everything shows no lag;
@@ -194,7 +195,7 @@ func ExampleConsumer_Lag() {
 		return
 	}
 	defer stop()
-	if err := lc.CreateTopic("orders", 2, raidq.DefaultParams()); err != nil {
+	if err := lc.CreateTopic("orders", 2, quorum.Default()); err != nil {
 		fmt.Println(err)
 		return
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/raidq/raidq/actors/server"
 	"github.com/raidq/raidq/bus/meta"
 	"github.com/raidq/raidq/scenarios/testkit"
+	"github.com/raidq/raidq/stripe/quorum"
 )
 
 func groupCluster(t *testing.T, partitions int) (*server.LocalCluster, *slog.Logger) {
@@ -24,7 +25,7 @@ func groupCluster(t *testing.T, partitions int) (*server.LocalCluster, *slog.Log
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = lc.Close() })
-	if err := lc.CreateTopic("orders", partitions, raidq.DefaultParams()); err != nil {
+	if err := lc.CreateTopic("orders", partitions, quorum.Default()); err != nil {
 		t.Fatal(err)
 	}
 	return lc, log

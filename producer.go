@@ -45,9 +45,6 @@ func WithDeliveryTimeout(d time.Duration) ProducerOption {
 	return func(c *producerConfig) { c.cfg.DeliveryTimeout = d }
 }
 
-// WithSeed seeds the producer's random choices (conflict jitter).
-func WithSeed(s uint64) ProducerOption { return func(c *producerConfig) { c.cfg.Seed = s } }
-
 // WithCloseTimeout bounds how long Close waits for the outcomes of
 // records already sent (default 10s, or the delivery timeout if longer).
 func WithCloseTimeout(d time.Duration) ProducerOption {

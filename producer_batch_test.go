@@ -104,7 +104,7 @@ func TestSendBatchRefused(t *testing.T) {
 		msgs []raidq.Message
 	}{
 		"no messages":            {0, nil},
-		"more than a stripe":     {0, make([]raidq.Message, raidq.DefaultParams().MaxStripeRecords(1<<16)+1)},
+		"more than a stripe":     {0, make([]raidq.Message, int(raidq.DefaultParams().Grid)+1)},
 		"partition out of range": {1, one},
 		"Time before the epoch":  {0, []raidq.Message{{Time: time.Date(1969, 1, 1, 0, 0, 0, 0, time.UTC)}}},
 	}

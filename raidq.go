@@ -23,54 +23,13 @@
 package raidq
 
 import (
-	"errors"
 	"fmt"
 	"math"
 	"time"
 
-	"github.com/raidq/raidq/actors"
 	"github.com/raidq/raidq/actors/core"
-	"github.com/raidq/raidq/bus/meta"
 	"github.com/raidq/raidq/stripe"
 	"github.com/raidq/raidq/stripe/quorum"
-)
-
-// Errors a send or a call can fail with; test with errors.Is.
-var (
-	// ErrNotEnoughNodes: fewer than W nodes of the ensemble accepted the
-	// write on every attempt (more than n-W nodes are down or refusing).
-	ErrNotEnoughNodes = core.ErrNotEnoughNodes
-	// ErrClockSkew: the nodes kept refusing offsets as too far ahead; the
-	// producer's clock is far off theirs.
-	ErrClockSkew = core.ErrClockSkew
-	// ErrTimeout: no attempt was acknowledged by W nodes in time.
-	ErrTimeout = core.ErrTimeout
-	// ErrClosed: the producer, consumer or client was closed.
-	ErrClosed = core.ErrClosed
-	// ErrUnknownTopic: no such topic.
-	ErrUnknownTopic = meta.ErrUnknownTopic
-	// ErrUnknownPartition: the topic has no such partition.
-	ErrUnknownPartition = errors.New("unknown partition")
-	// ErrBusy: the producer's queues are full; slow down.
-	ErrBusy = actors.ErrBusy
-	// ErrInvalidParams: topic parameters break a rule of the coding
-	// (docs/design.md, "Parameters").
-	ErrInvalidParams = quorum.ErrInvalidParams
-	// ErrInvalidMessage: a send was given a message it cannot take (a
-	// Partition set on Send: choose one with SendTo; a Time out of range;
-	// a limit of the batch format; a batch of no messages or more than a
-	// stripe holds, or to a partition out of range).
-	ErrInvalidMessage = actors.ErrInvalidMessage
-	// ErrPermissionDenied: the cluster refused this user a subject the
-	// operation needs (docs/security.md, "Refusals"): a producer's sends
-	// to a topic it may not write, a consumer of a topic it may not read
-	// or in a group its groups: list lacks, a topic change without the
-	// admin role. The error is a *PermissionError naming the user, the
-	// subject and what the auth file lacks; it also matches
-	// nats.ErrPermissionViolation.
-	ErrPermissionDenied = errors.New("permission denied")
-	// ErrPending: SendFuture.Result was called before the outcome was known.
-	ErrPending = errors.New("send still pending")
 )
 
 // Header is one message header.
@@ -102,24 +61,71 @@ func positionOf(p core.Position) Position { return Position{Offset: p.Offset, In
 
 func (p Position) core() core.Position { return core.Position{Offset: p.Offset, Index: p.Index} }
 
-// Params are a topic's coding and timing parameters (n, k, W, D, A, F).
-type Params = quorum.Params
+// Params are a topic's coding and timing parameters (n, k, W, D, A, F;
+// docs/design.md, "Parameters"). Start from DefaultParams,
+// LowLatencyParams or ProfileParams and change fields: CreateTopic checks
+// the rules that bind them and fails with ErrInvalidParams naming the one
+// broken; ValidateParams checks them without a cluster.
+type Params struct {
+	N int // shards per stripe = nodes per ensemble
+	K int // data shards (N-K parity shards)
+	W int // write quorum: acknowledgements that commit a stripe
+
+	ReadDelay    time.Duration // D: readers stay this far behind the clock
+	AcceptWindow time.Duration // A: nodes refuse offsets older than now-A
+	FutureBound  time.Duration // F: nodes refuse offsets newer than now+F
+	MaxSkew      time.Duration // clock skew the operator budgets for (D >= A + MaxSkew)
+
+	// Grid is the offset grid in nanoseconds: a power of two; stripe
+	// offsets are multiples of it and a stripe holds at most Grid
+	// records, so offset + record index is the Kafka offset. 0 or 1: no
+	// grid (topics created before it; not served to Kafka clients).
+	Grid uint64
+}
+
+// String shows the parameters, e.g. "n=6 k=4 W=4 D=250ms A=250ms F=250ms
+// skew=250ms grid=1024".
+func (p Params) String() string {
+	return fmt.Sprintf("n=%d k=%d W=%d D=%v A=%v F=%v skew=%v grid=%d",
+		p.N, p.K, p.W, p.ReadDelay, p.AcceptWindow, p.FutureBound, p.MaxSkew, p.Grid)
+}
+
+// quorum is p as the protocol's parameters (stripe/quorum).
+func (p Params) quorum() quorum.Params {
+	return quorum.Params{N: p.N, K: p.K, W: p.W, ReadDelay: p.ReadDelay, AcceptWindow: p.AcceptWindow,
+		FutureBound: p.FutureBound, MaxSkew: p.MaxSkew, Grid: p.Grid}
+}
+
+// paramsOf is the protocol's parameters as the API's.
+func paramsOf(q quorum.Params) Params {
+	return Params{N: q.N, K: q.K, W: q.W, ReadDelay: q.ReadDelay, AcceptWindow: q.AcceptWindow,
+		FutureBound: q.FutureBound, MaxSkew: q.MaxSkew, Grid: q.Grid}
+}
+
+// ValidateParams checks every rule that binds a topic's parameters
+// (docs/design.md, "The arithmetic") and says which one p breaks, in an
+// error wrapping ErrInvalidParams; nil if none. CreateTopic applies the
+// same check.
+func ValidateParams(p Params) error { return p.quorum().Validate() }
 
 // DefaultParams are the default latency profile: 4 data + 2 parity
 // shards, commit at 4 of 6, accept window and read delay 250ms (records
 // reach consumers in about 300ms).
-func DefaultParams() Params { return quorum.Default() }
+func DefaultParams() Params { return paramsOf(quorum.Default()) }
 
 // LowLatencyParams are the low-latency profile: the default coding with
 // a 20ms accept window and read delay, so records reach consumers in
 // tens of milliseconds, at the cost of more retries at fresh offsets
 // when a disk or a producer stalls (never a loss). See docs/design.md,
 // "The read frontier".
-func LowLatencyParams() Params { return quorum.LowLatency() }
+func LowLatencyParams() Params { return paramsOf(quorum.LowLatency()) }
 
 // ProfileParams returns the parameters of a latency profile by name:
 // "default" or "low" (`raidq topic create --latency`).
-func ProfileParams(name string) (Params, error) { return quorum.Profile(name) }
+func ProfileParams(name string) (Params, error) {
+	q, err := quorum.Profile(name)
+	return paramsOf(q), err
+}
 
 // Message is one record, as sent and as delivered.
 type Message struct {

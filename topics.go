@@ -8,8 +8,9 @@ import (
 	"github.com/raidq/raidq/bus/meta"
 )
 
-// TopicConfig is what CreateTopic asks for. Zero fields take the defaults
-// of DefaultParams.
+// TopicConfig is what CreateTopic asks for. Params has no defaults of
+// its own: start from DefaultParams, LowLatencyParams or ProfileParams
+// (zero parameters fail with ErrInvalidParams).
 type TopicConfig struct {
 	Name           string
 	Partitions     int
@@ -38,7 +39,7 @@ type TopicInfo struct {
 }
 
 func topicInfo(r meta.TopicRecord) TopicInfo {
-	t := TopicInfo{Name: r.Name, Partitions: r.Partitions, Params: r.Params(), Retention: time.Duration(r.Retention),
+	t := TopicInfo{Name: r.Name, Partitions: r.Partitions, Params: paramsOf(r.Params()), Retention: time.Duration(r.Retention),
 		RetentionBytes: r.RetentionBytes, Ensembles: r.Ensembles, Created: time.Unix(0, int64(r.Created))}
 	if r.AcceptFrom != 0 {
 		t.PrevAcceptWindow, t.AcceptFrom, t.AcceptSettles = time.Duration(r.PrevAcceptWindow), time.Unix(0, int64(r.AcceptFrom)), meta.SettleTime(r)
@@ -54,7 +55,7 @@ func topicInfo(r meta.TopicRecord) TopicInfo {
 func (c *Client) CreateTopic(ctx context.Context, tc TopicConfig) (TopicInfo, error) {
 	var r meta.TopicRecord
 	err := c.Refusable(ctx, c.refusals.topicSubjects(tc.Name), func(ctx context.Context) (err error) {
-		r, err = c.meta.CreateTopic(ctx, meta.TopicSpec{Name: tc.Name, Partitions: tc.Partitions, Params: tc.Params,
+		r, err = c.meta.CreateTopic(ctx, meta.TopicSpec{Name: tc.Name, Partitions: tc.Partitions, Params: tc.Params.quorum(),
 			Retention: tc.Retention, RetentionBytes: tc.RetentionBytes}, time.Now())
 		return err
 	})

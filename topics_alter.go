@@ -8,21 +8,6 @@ import (
 	"github.com/raidq/raidq/bus/meta"
 )
 
-// Errors of AlterTopic and AddPartitions; test with errors.Is.
-var (
-	// ErrAlterPending: a change of the accept window is still taking
-	// effect (TopicInfo.AcceptSettles says until when); alter it again
-	// after that.
-	ErrAlterPending = meta.ErrAlterPending
-	// ErrAlterOrder: the change would put the read delay below an accept
-	// window still in force: lower the accept window first, and the read
-	// delay once that is in force.
-	ErrAlterOrder = meta.ErrAlterOrder
-	// ErrAlter: nothing to change, or a change that is not allowed (fewer
-	// partitions).
-	ErrAlter = meta.ErrAlter
-)
-
 // TopicChange is what AlterTopic changes; nil fields stay as they are.
 // Retention changes take effect at the nodes' next retention pass. The
 // accept window changes by offset, AlterLead ahead of the change, so that

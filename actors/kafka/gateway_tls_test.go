@@ -14,11 +14,11 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/sasl/plain"
 
-	"github.com/raidq/raidq"
 	"github.com/raidq/raidq/actors/kafka"
 	"github.com/raidq/raidq/actors/server"
 	"github.com/raidq/raidq/bus/natsserver"
 	"github.com/raidq/raidq/scenarios/testkit"
+	"github.com/raidq/raidq/stripe/quorum"
 )
 
 // TestKgoTLSAndSASL: over TLS, a producer of the topic produces, a
@@ -51,7 +51,7 @@ func TestKgoTLSAndSASL(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = lc.Close() })
-	if err := lc.CreateTopic("orders", 1, raidq.DefaultParams()); err != nil {
+	if err := lc.CreateTopic("orders", 1, quorum.Default()); err != nil {
 		t.Fatal(err)
 	}
 	pem, err := os.ReadFile(b.CA)

@@ -10,6 +10,7 @@ import (
 	"github.com/raidq/raidq/actors/kafka"
 	"github.com/raidq/raidq/actors/server"
 	"github.com/raidq/raidq/scenarios/testkit"
+	"github.com/raidq/raidq/stripe/quorum"
 )
 
 // A coalesced stripe of an idempotent producer's sequences 0..3, then a
@@ -22,7 +23,7 @@ func TestCoalescedRetryDeliveredOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = lc.Close() })
-	if err := lc.CreateTopic("orders", 1, raidq.DefaultParams()); err != nil {
+	if err := lc.CreateTopic("orders", 1, quorum.Default()); err != nil {
 		t.Fatal(err)
 	}
 	c, err := lc.Connect()

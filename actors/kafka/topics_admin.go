@@ -58,7 +58,7 @@ func (c *conn) createTopic(ctx context.Context, t kmsg.CreateTopicsRequestTopic,
 		}
 	}
 	if validateOnly {
-		if err := tc.Params.Validate(); err != nil {
+		if err := raidq.ValidateParams(tc.Params); err != nil {
 			return kerr.InvalidConfig.Code, err.Error()
 		}
 		return 0, ""

@@ -10,12 +10,12 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/raidq/raidq"
 	"github.com/raidq/raidq/actors"
 	"github.com/raidq/raidq/actors/server"
 	"github.com/raidq/raidq/bus"
 	"github.com/raidq/raidq/bus/meta"
 	"github.com/raidq/raidq/scenarios/testkit"
+	"github.com/raidq/raidq/stripe/quorum"
 )
 
 // TestClockFault: a node started with a clock fault takes offsets on its
@@ -34,7 +34,7 @@ func TestClockFault(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	waitMembers(ctx, t, append(nodes, faulty), "s0", "s1", "s2", "s9")
-	p := raidq.DefaultParams()
+	p := quorum.Default()
 	p.N, p.K, p.W = 4, 2, 3 // every node in the ensemble: s9's peers are the other three
 	if _, err := nodes[1].Meta().CreateTopic(ctx, meta.TopicSpec{Name: "orders", Partitions: 1, Params: p}, time.Now()); err != nil {
 		t.Fatal(err)

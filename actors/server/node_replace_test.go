@@ -17,6 +17,7 @@ import (
 	"github.com/raidq/raidq/actors/server"
 	"github.com/raidq/raidq/bus/meta"
 	"github.com/raidq/raidq/scenarios/testkit"
+	"github.com/raidq/raidq/stripe/quorum"
 )
 
 // TestStartNodeReplace: a dead node's ensemble positions are taken over by
@@ -44,7 +45,7 @@ func TestStartNodeReplace(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	waitMembers(ctx, t, nodes, "s0", "s1", "s2")
-	p := raidq.DefaultParams()
+	p := quorum.Default()
 	p.N, p.K, p.W = 3, 2, 2
 	if _, err := nodes[0].Meta().CreateTopic(ctx, meta.TopicSpec{Name: "orders", Partitions: 1, Params: p}, time.Now()); err != nil {
 		t.Fatal(err)

@@ -22,6 +22,7 @@ import (
 	"github.com/raidq/raidq/scenarios/cluster"
 	"github.com/raidq/raidq/scenarios/testkit"
 	"github.com/raidq/raidq/slotstore"
+	"github.com/raidq/raidq/stripe/quorum"
 )
 
 // startMesh starts servers production nodes in process, s0..s<n-1>, each
@@ -176,7 +177,7 @@ func TestStartNodeThreeServerMesh(t *testing.T) {
 			t.Errorf("incomplete member record %+v", m)
 		}
 	}
-	p := raidq.DefaultParams()
+	p := quorum.Default()
 	p.N, p.K, p.W = 3, 2, 2
 	if _, err := nodes[1].Meta().CreateTopic(ctx, meta.TopicSpec{Name: "orders", Partitions: 2, Params: p}, time.Now()); err != nil {
 		t.Fatal(err)
@@ -292,10 +293,10 @@ func TestLocalClusterMetadata(t *testing.T) {
 	if err != nil || len(ms) != 6 {
 		t.Fatalf("members %v, %v", ms, err)
 	}
-	if err := lc.CreateTopic("orders", 2, raidq.DefaultParams()); err != nil {
+	if err := lc.CreateTopic("orders", 2, quorum.Default()); err != nil {
 		t.Fatal(err)
 	}
-	if err := lc.CreateTopic("orders", 2, raidq.DefaultParams()); !errors.Is(err, meta.ErrTopicExists) {
+	if err := lc.CreateTopic("orders", 2, quorum.Default()); !errors.Is(err, meta.ErrTopicExists) {
 		t.Fatalf("second create: %v", err)
 	}
 	// Another process's view: a client over a plain NATS connection.

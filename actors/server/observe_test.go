@@ -22,6 +22,7 @@ import (
 	"github.com/raidq/raidq/bus"
 	"github.com/raidq/raidq/scenarios/localtest"
 	"github.com/raidq/raidq/scenarios/testkit"
+	"github.com/raidq/raidq/stripe/quorum"
 )
 
 // metricSum is metrics.Sum that fails the test on a gather error.
@@ -228,7 +229,7 @@ func waitStatusEndpoints(t *testing.T, nc *nats.Conn, cluster string, ids []stri
 // node counters, and the status endpoint answers the node's status.
 func TestNodeMicroService(t *testing.T) {
 	lc, nc := startListeningCluster(t, "svc")
-	if err := lc.CreateTopic("orders", 1, raidq.DefaultParams()); err != nil {
+	if err := lc.CreateTopic("orders", 1, quorum.Default()); err != nil {
 		t.Fatal(err)
 	}
 	c, err := lc.Connect()

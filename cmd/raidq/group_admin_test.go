@@ -14,6 +14,7 @@ import (
 	"github.com/raidq/raidq/actors/server"
 	"github.com/raidq/raidq/bus/meta"
 	"github.com/raidq/raidq/scenarios/testkit"
+	"github.com/raidq/raidq/stripe/quorum"
 )
 
 // TestGroupAdminCLI runs every `raidq group` subcommand against an
@@ -28,7 +29,7 @@ func TestGroupAdminCLI(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer lc.Close()
-	if err := lc.CreateTopic("orders", 2, raidq.DefaultParams()); err != nil {
+	if err := lc.CreateTopic("orders", 2, quorum.Default()); err != nil {
 		t.Fatal(err)
 	}
 	c, err := lc.Connect()

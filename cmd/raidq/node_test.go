@@ -16,6 +16,7 @@ import (
 	"github.com/raidq/raidq/bus/meta"
 	"github.com/raidq/raidq/scenarios/cluster"
 	"github.com/raidq/raidq/scenarios/testkit"
+	"github.com/raidq/raidq/stripe/quorum"
 )
 
 // TestNodeProcesses builds the binary once and runs `raidq node` as real
@@ -185,7 +186,7 @@ func TestNodeProcesses(t *testing.T) {
 		}
 
 		// A produce/consume round trip through the six processes.
-		if _, err := store.CreateTopic(ctx, meta.TopicSpec{Name: "orders", Partitions: 2, Params: raidq.DefaultParams()}, time.Now()); err != nil {
+		if _, err := store.CreateTopic(ctx, meta.TopicSpec{Name: "orders", Partitions: 2, Params: quorum.Default()}, time.Now()); err != nil {
 			t.Fatal(err)
 		}
 		cl, err := raidq.ConnectConn(nc, raidq.WithCluster(c.Cluster()), raidq.WithLogger(log))

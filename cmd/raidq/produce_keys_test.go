@@ -7,9 +7,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/raidq/raidq"
 	"github.com/raidq/raidq/actors/server"
 	"github.com/raidq/raidq/scenarios/testkit"
+	"github.com/raidq/raidq/stripe/quorum"
 )
 
 // TestProduceKeySeparator: produce --key-separator : sends "k:v" lines
@@ -23,7 +23,7 @@ func TestProduceKeySeparator(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer lc.Close()
-	if err := lc.CreateTopic("orders", 2, raidq.DefaultParams()); err != nil {
+	if err := lc.CreateTopic("orders", 2, quorum.Default()); err != nil {
 		t.Fatal(err)
 	}
 	flags := []string{"--nats", lc.ClientURL(), "--cluster", "keys", "--timeout", "20s"}

@@ -8,10 +8,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/raidq/raidq"
 	"github.com/raidq/raidq/actors/server"
 	"github.com/raidq/raidq/bus/natsserver"
 	"github.com/raidq/raidq/scenarios/testkit"
+	"github.com/raidq/raidq/stripe/quorum"
 )
 
 // TestCLIRefusals: against a dev cluster with an auth file (what `raidq
@@ -42,7 +42,7 @@ users: [
 	}
 	defer lc.Close()
 	for _, name := range []string{"orders", "payments"} {
-		if err := lc.CreateTopic(name, 2, raidq.DefaultParams()); err != nil {
+		if err := lc.CreateTopic(name, 2, quorum.Default()); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -42,7 +42,7 @@ func topicCreateCmd() *cobra.Command {
 				return usageErr(fmt.Errorf("--latency: %w", err))
 			}
 			tc.Params.N = tc.Params.K + parity
-			if err := tc.Params.Validate(); err != nil {
+			if err := raidq.ValidateParams(tc.Params); err != nil {
 				return usageErr(err)
 			}
 			if tc.Partitions < 1 {

@@ -12,6 +12,7 @@ import (
 	"github.com/raidq/raidq"
 	"github.com/raidq/raidq/actors/server"
 	"github.com/raidq/raidq/scenarios/testkit"
+	"github.com/raidq/raidq/stripe/quorum"
 )
 
 // cancelOn is a writer that calls cancel once what was written contains
@@ -52,7 +53,7 @@ func TestTopicAlterLatencySteps(t *testing.T) {
 	}
 	defer lc.Close()
 	for _, topic := range []string{"both", "half"} {
-		if err := lc.CreateTopic(topic, 1, raidq.DefaultParams()); err != nil {
+		if err := lc.CreateTopic(topic, 1, quorum.Default()); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -43,8 +43,10 @@ func TestTopicShowsGrid(t *testing.T) {
 		info := raidq.TopicInfo{Name: "orders", Partitions: 1, Params: p, Ensembles: [][]string{{"a", "b", "c", "d", "e", "f"}},
 			Created: time.Unix(0, 1_700_000_000_000_000_000)}
 		r := topicRecord(info)
-		if r.Params() != p {
-			t.Fatalf("grid %d: the record's params %+v, want %+v", tc.grid, r.Params(), p)
+		want := quorum.Default()
+		want.Grid = tc.grid
+		if r.Params() != want {
+			t.Fatalf("grid %d: the record's params %+v, want %+v", tc.grid, r.Params(), want)
 		}
 		var out bytes.Buffer
 		describe(&out, r)

@@ -16,7 +16,9 @@ import (
 	"github.com/HdrHistogram/hdrhistogram-go"
 
 	"github.com/raidq/raidq"
+	"github.com/raidq/raidq/actors/drillhooks"
 	"github.com/raidq/raidq/actors/server"
+	"github.com/raidq/raidq/stripe/quorum"
 )
 
 // Config are the demo's knobs (the flags of `raidq demo`).
@@ -125,7 +127,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		return nil, err
 	}
 	defer lc.Close()
-	if err := lc.CreateTopic("demo", cfg.Partitions, raidq.DefaultParams()); err != nil {
+	if err := lc.CreateTopic("demo", cfg.Partitions, quorum.Default()); err != nil {
 		return nil, err
 	}
 	c, err := lc.Connect()
@@ -237,7 +239,7 @@ func produce(ctx context.Context, cfg Config, lc *server.LocalCluster, c *raidq.
 // runProducer sends n messages with at most cfg.Window outstanding.
 func runProducer(ctx context.Context, cfg Config, c *raidq.Client, pi, n int, h *history,
 	sent *halfway, done *sync.WaitGroup, r *Report) error {
-	p, err := c.Producer("demo", raidq.WithSeed(cfg.Seed+uint64(pi)+1))
+	p, err := c.Producer("demo", drillhooks.Seed(cfg.Seed+uint64(pi)+1).(raidq.ProducerOption))
 	if err != nil {
 		return err
 	}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/raidq/raidq"
+	"github.com/raidq/raidq/actors/drillhooks"
 )
 
 // connect connects the producers' clients (and the live reader's) before
@@ -23,7 +24,7 @@ func (r *run) connect(ctx context.Context) error {
 	for i := range native {
 		opts := append(r.clientOpts(fmt.Sprintf("raidq-drill-p%d", i)), raidq.WithMetrics(r.reg))
 		if clock := r.plan.clock(i); clock != nil {
-			opts = append(opts, raidq.WithClock(clock))
+			opts = append(opts, drillhooks.Clock(clock).(raidq.Option))
 		}
 		c, err := raidq.Connect(url, opts...)
 		if err != nil {
@@ -92,7 +93,7 @@ func (r *run) openProducers(ctx context.Context, clients []*raidq.Client) ([]*ra
 		if err := c.WaitTopic(ctx, Topic); err != nil {
 			return nil, fmt.Errorf("producer %d: %w", i, err)
 		}
-		p, err := c.Producer(Topic, raidq.WithSeed(r.cfg.Seed*1000+uint64(i)+1), raidq.WithCloseTimeout(2*time.Second))
+		p, err := c.Producer(Topic, drillhooks.Seed(r.cfg.Seed*1000+uint64(i)+1).(raidq.ProducerOption), raidq.WithCloseTimeout(2*time.Second))
 		if err != nil {
 			return nil, fmt.Errorf("producer %d: %w", i, err)
 		}

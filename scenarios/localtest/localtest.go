@@ -9,6 +9,7 @@ import (
 
 	"github.com/raidq/raidq"
 	"github.com/raidq/raidq/actors/server"
+	"github.com/raidq/raidq/stripe/quorum"
 )
 
 // Start starts an in-process cluster from cfg (in a test directory when
@@ -24,7 +25,7 @@ func Start(t testing.TB, cfg server.LocalClusterConfig, partitions int) (*server
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = lc.Close() })
-	if err := lc.CreateTopic("orders", partitions, raidq.DefaultParams()); err != nil {
+	if err := lc.CreateTopic("orders", partitions, quorum.Default()); err != nil {
 		t.Fatal(err)
 	}
 	c, err := lc.Connect()
