@@ -351,10 +351,18 @@ func (r *Reader) skip(sc Scan, results []NodeResult) {
 // range, from the first row due to the range end (or the frontier), on
 // every node unheard at any of them; calling Next again at the same time
 // covers the next range.
+//
+// "Unheard" here is what the verdict counts as unheard (unheardCount): a
+// node holding a corrupt slot is re-asked too, since repair may rewrite
+// it. So every row in doubt has a rescan falling due (W >= k: a group in
+// doubt has fewer than k shards but W or more with the unheard ones), and
+// each rescan's Apply drains: once its InDoubtWait has passed the row is
+// deferred even when no main scan is due. A reader that reached the head
+// row's look-ahead before then has only the rescans left to get there.
 func (r *Reader) rescan(now int64) (Scan, bool) {
 	for i, off := range r.order {
 		rw := r.rows[off]
-		if now-rw.lastAsk < r.cfg.RescanEvery || len(rw.unheard()) == 0 {
+		if now-rw.lastAsk < r.cfg.RescanEvery || rw.unheardCount() == 0 {
 			continue
 		}
 		to := min(r.frontier, RangeStart(off)+RangeNanos)
@@ -364,7 +372,7 @@ func (r *Reader) rescan(now int64) (Scan, bool) {
 				break
 			}
 			r.rows[o].lastAsk = now
-			for _, n := range r.rows[o].unheard() {
+			for _, n := range r.rows[o].askable() {
 				unheard[n] = true
 			}
 		}
@@ -399,6 +407,18 @@ func (rw *row) unheard() []int {
 	var out []int
 	for i, s := range rw.state {
 		if s == cellUnheard {
+			out = append(out, i)
+		}
+	}
+	return out
+}
+
+// askable lists the nodes a rescan of rw re-asks: those unheardCount
+// counts, never heard or holding a corrupt slot (repair may rewrite it).
+func (rw *row) askable() []int {
+	var out []int
+	for i, s := range rw.state {
+		if s == cellUnheard || s == cellCorrupt {
 			out = append(out, i)
 		}
 	}
@@ -570,11 +590,14 @@ func (rw *row) count(s *stripe.Shard) int {
 }
 
 // put stores node's shard at the row after checking it (CRC, index,
-// offset) and returns it, or nil if it was corrupt or already known.
+// offset) and returns it, or nil if it was corrupt or already known. A
+// corrupt cell takes a good shard a rescan brings (repair rewrote the
+// slot); one still corrupt is not reported again.
 func (rw *row) put(node int, e Entry, out *Output) *stripe.Shard {
-	if rw.state[node] == cellShard || rw.state[node] == cellCorrupt {
+	if rw.state[node] == cellShard {
 		return nil
 	}
+	wasCorrupt := rw.state[node] == cellCorrupt
 	s, err := stripe.Parse(e.Shard)
 	if err == nil && (int(s.Index) != node || s.Offset != e.Offset || int(s.N) != len(rw.state)) {
 		err = fmt.Errorf("%w: shard index %d offset %d n=%d stored at node %d offset %d",
@@ -582,7 +605,9 @@ func (rw *row) put(node int, e Entry, out *Output) *stripe.Shard {
 	}
 	if err != nil {
 		rw.state[node] = cellCorrupt
-		out.Corrupt = append(out.Corrupt, CorruptReport{Node: node, Offset: e.Offset, Err: err})
+		if !wasCorrupt {
+			out.Corrupt = append(out.Corrupt, CorruptReport{Node: node, Offset: e.Offset, Err: err})
+		}
 		return nil
 	}
 	rw.state[node] = cellShard

@@ -125,8 +125,9 @@ func (r *Reader) deferRow(now int64, rw *row, doubt []stripe.ID, out *Output) {
 	r.deferred.add(rw, doubt)
 }
 
-// rescanDeferred re-asks the unheard nodes of the deferred rows due at
-// now: one scan over the rows of one owner range, from the first due row.
+// rescanDeferred re-asks the unheard nodes (and those holding a corrupt
+// slot, row.askable) of the deferred rows due at now: one scan over the
+// rows of one owner range, from the first due row.
 func (r *Reader) rescanDeferred(now int64) (Scan, bool) {
 	d := &r.deferred
 	for i, off := range d.order {
@@ -145,7 +146,7 @@ func (r *Reader) rescanDeferred(now int64) (Scan, bool) {
 			}
 			rw.nextAsk = now + rw.askEvery
 			rw.askEvery = min(2*rw.askEvery, max(r.cfg.MaxDeferredRescan, rw.askEvery))
-			for _, n := range rw.unheard() {
+			for _, n := range rw.askable() { // corrupt slots too: repair may rewrite them
 				unheard[n] = true
 			}
 		}
@@ -156,9 +157,7 @@ func (r *Reader) rescanDeferred(now int64) (Scan, bool) {
 			}
 		}
 		if len(nodes) == 0 || to <= off {
-			// Nothing left to ask (every node answered, a corrupt cell
-			// remains): the row is settled on what is known.
-			continue
+			continue // nobody to ask: no group here can still be in doubt
 		}
 		return Scan{From: off, To: to, Nodes: nodes, Rescan: true}, true
 	}
