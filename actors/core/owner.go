@@ -95,6 +95,7 @@ type WriteDecision struct {
 // On StatusOK with Persist the slot counts as occupied from this call on,
 // so a racing write sees CONFLICT even before the store has synced.
 func (o *Owner) Write(now int64, off uint64, h *stripe.ShardHeader, repair bool) WriteDecision {
+	o.checkRouted("write", off)
 	if off < o.cfg.Lo || off >= o.Hi() || h.Offset != off {
 		return WriteDecision{Status: StatusBadRequest,
 			Detail: fmt.Sprintf("offset %d (shard says %d) outside owner range [%d,%d)", off, h.Offset, o.cfg.Lo, o.Hi())}
@@ -189,6 +190,7 @@ type ScanDecision struct {
 // to, so no write lands in the scanned range afterwards. A reader whose
 // clock runs ahead of the node's may not seal the node's future.
 func (o *Owner) Scan(now int64, from, to uint64, seal bool) ScanDecision {
+	o.checkRouted("scan", from)
 	if from >= to || from < o.cfg.Lo || to > o.Hi() {
 		return ScanDecision{Status: StatusBadRequest,
 			Detail: fmt.Sprintf("scan [%d,%d) must be non-empty and inside owner range [%d,%d)", from, to, o.cfg.Lo, o.Hi())}

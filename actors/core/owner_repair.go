@@ -57,6 +57,7 @@ func (o *Owner) Occupied(off uint64) bool {
 //   - a different good shard: CONFLICT (write-once holds for repair too);
 //   - an offset off the topic's grid: BAD_REQUEST (it cannot hold a shard).
 func (o *Owner) RepairWrite(now int64, off uint64, h *stripe.ShardHeader, corrupt bool) WriteDecision {
+	o.checkRouted("repair write", off)
 	if off < o.cfg.Lo || off >= o.Hi() || h.Offset != off {
 		return WriteDecision{Status: StatusBadRequest,
 			Detail: fmt.Sprintf("repair of offset %d (shard says %d) outside owner range [%d,%d)", off, h.Offset, o.cfg.Lo, o.Hi())}

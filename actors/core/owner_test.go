@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/raidq/raidq/stripe"
+	"github.com/raidq/raidq/stripe/invariants/invariantstest"
 	"github.com/raidq/raidq/stripe/quorum"
 )
 
@@ -33,6 +34,10 @@ func TestOwnerWrite(t *testing.T) {
 		want    Status
 		persist bool
 		barrier bool
+		// misrouted: the offset is outside the owner's range, which the
+		// driver's routing rules out; an invariant violation, and want is
+		// the released binary's answer.
+		misrouted bool
 	}{
 		{name: "empty slot", shard: a[0], want: StatusOK, persist: true},
 		{name: "same shard again", first: &a[0], shard: a[0], want: StatusOK, barrier: true},
@@ -47,7 +52,7 @@ func TestOwnerWrite(t *testing.T) {
 		{name: "future is fine later", shard: aFar[0], now: int64(mid) + 100*ms, want: StatusOK, persist: true},
 		{name: "before birth", birth: mid + 1, shard: a[0], want: StatusSealed},
 		{name: "repair flag from the wire refused (RepairWrite is the way in)", seal: mid + 1, shard: a[0], repair: true, want: StatusBadRequest},
-		{name: "outside range", shard: aOut[0], want: StatusBadRequest},
+		{name: "outside range", shard: aOut[0], want: StatusBadRequest, misrouted: true},
 		{name: "offset disagrees with shard", shard: a[0], off: mid + 1, want: StatusBadRequest},
 	}
 	for _, tc := range cases {
@@ -67,13 +72,22 @@ func TestOwnerWrite(t *testing.T) {
 			if off == 0 {
 				off = tc.shard.Offset
 			}
-			d := o.Write(now, off, &tc.shard.ShardHeader, tc.repair)
+			write := func() WriteDecision { return o.Write(now, off, &tc.shard.ShardHeader, tc.repair) }
+			var d WriteDecision
+			if tc.misrouted {
+				invariantstest.Off(func() { d = write() })
+			} else {
+				d = write()
+			}
 			if d.Status != tc.want || d.Persist != tc.persist || d.Barrier != tc.barrier {
 				t.Fatalf("got %v persist=%v barrier=%v (%s), want %v persist=%v barrier=%v",
 					d.Status, d.Persist, d.Barrier, d.Detail, tc.want, tc.persist, tc.barrier)
 			}
 			if d.Status != StatusOK && d.Detail == "" {
 				t.Fatal("refusal without detail")
+			}
+			if tc.misrouted {
+				invariantstest.Fires(t, "write at offset", func() { write() })
 			}
 		})
 	}
@@ -94,6 +108,8 @@ func TestOwnerScan(t *testing.T) {
 		wantSeal uint64
 		persist  bool
 		unknown  bool
+		// misrouted: from is outside the owner's range (see TestOwnerWrite).
+		misrouted bool
 	}{
 		{name: "seals up to to", from: base, to: mid - 10, doSeal: true, want: StatusOK, wantSeal: mid - 10, persist: true},
 		{name: "no seal asked", from: base, to: mid - 10, want: StatusOK},
@@ -102,7 +118,7 @@ func TestOwnerScan(t *testing.T) {
 		{name: "future refused", from: base, to: mid + 1, doSeal: true, want: StatusClockAhead},
 		{name: "future read without seal", from: base, to: mid + 1, want: StatusOK},
 		{name: "crosses range end", from: mid - 10, to: base + RangeNanos + 1, doSeal: true, want: StatusBadRequest},
-		{name: "starts before range", from: base - 1, to: base + 10, doSeal: true, want: StatusBadRequest},
+		{name: "starts before range", from: base - 1, to: base + 10, doSeal: true, want: StatusBadRequest, misrouted: true},
 		{name: "empty", from: base + 10, to: base + 10, doSeal: true, want: StatusBadRequest},
 		{name: "before birth", birth: base + 100, from: base, to: base + 200, doSeal: true, want: StatusOK, wantSeal: base + 200, persist: true, unknown: true},
 		{name: "after birth", birth: base + 100, from: base + 100, to: base + 200, doSeal: true, want: StatusOK, wantSeal: base + 200, persist: true},
@@ -112,13 +128,22 @@ func TestOwnerScan(t *testing.T) {
 			cfg := ownerCfg()
 			cfg.Birth = tc.birth
 			o := NewOwner(cfg, tc.seal, nil)
-			d := o.Scan(now, tc.from, tc.to, tc.doSeal)
+			scan := func() ScanDecision { return o.Scan(now, tc.from, tc.to, tc.doSeal) }
+			var d ScanDecision
+			if tc.misrouted {
+				invariantstest.Off(func() { d = scan() })
+			} else {
+				d = scan()
+			}
 			if d.Status != tc.want {
 				t.Fatalf("status %v (%s), want %v", d.Status, d.Detail, tc.want)
 			}
 			if d.Status != StatusOK {
 				if o.Seal() != tc.seal {
 					t.Fatalf("refused scan moved the seal to %d", o.Seal())
+				}
+				if tc.misrouted {
+					invariantstest.Fires(t, "scan at offset", func() { scan() })
 				}
 				return
 			}

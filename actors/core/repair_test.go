@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/raidq/raidq/stripe"
+	"github.com/raidq/raidq/stripe/invariants/invariantstest"
 )
 
 // TestRepairOwnerWrite checks every answer of Owner.RepairWrite (docs/design.md#repair-and-scrub).
@@ -26,6 +27,10 @@ func TestRepairOwnerWrite(t *testing.T) {
 		now                       int64 // 0 = mid
 		want                      Status
 		persist, barrier, replace bool
+		// misrouted: the offset is outside the owner's range, which the
+		// node's routing rules out; an invariant violation, and want is
+		// the released binary's answer.
+		misrouted bool
 	}{
 		{name: "empty slot", shard: a[2], want: StatusOK, persist: true},
 		{name: "empty slot below the seal", seal: base + RangeNanos, shard: a[2], want: StatusOK, persist: true},
@@ -36,7 +41,7 @@ func TestRepairOwnerWrite(t *testing.T) {
 		{name: "other stripe there", first: &b[2], shard: a[2], want: StatusConflict},
 		{name: "other index there", first: &a[1], shard: a[2], want: StatusConflict},
 		{name: "corrupt shard there", first: &b[2], corrupt: true, shard: a[2], want: StatusOK, persist: true, replace: true},
-		{name: "outside the range", shard: out[2], want: StatusBadRequest},
+		{name: "outside the range", shard: out[2], want: StatusBadRequest, misrouted: true},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -51,7 +56,13 @@ func TestRepairOwnerWrite(t *testing.T) {
 			if now == 0 {
 				now = int64(mid)
 			}
-			d := o.RepairWrite(now, tc.shard.Offset, &tc.shard.ShardHeader, tc.corrupt)
+			write := func() WriteDecision { return o.RepairWrite(now, tc.shard.Offset, &tc.shard.ShardHeader, tc.corrupt) }
+			var d WriteDecision
+			if tc.misrouted {
+				invariantstest.Off(func() { d = write() })
+			} else {
+				d = write()
+			}
 			if d.Status != tc.want || d.Persist != tc.persist || d.Barrier != tc.barrier || d.Replace != tc.replace {
 				t.Fatalf("got %v persist=%v barrier=%v replace=%v (%s)", d.Status, d.Persist, d.Barrier, d.Replace, d.Detail)
 			}
@@ -60,6 +71,9 @@ func TestRepairOwnerWrite(t *testing.T) {
 			}
 			if d.Status == StatusOK && !o.Occupied(tc.shard.Offset) {
 				t.Fatal("slot not occupied after an accepted repair")
+			}
+			if tc.misrouted {
+				invariantstest.Fires(t, "repair write at offset", func() { write() })
 			}
 		})
 	}
