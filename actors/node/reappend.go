@@ -6,8 +6,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/nats-io/nats.go"
-
 	"github.com/raidq/raidq/actors"
 	"github.com/raidq/raidq/actors/core"
 	"github.com/raidq/raidq/bus"
@@ -30,17 +28,17 @@ import (
 // inDoubtSubscription returns the repair loop's start/stop hook that
 // subscribes to the readers' in-doubt reports.
 func (m *maintenance) inDoubtSubscription() func(start bool) {
-	var sub *nats.Subscription
+	var unsub func()
 	return func(start bool) {
 		if !start {
-			if sub != nil {
-				_ = sub.Unsubscribe()
-				sub = nil
+			if unsub != nil {
+				unsub()
+				unsub = nil
 			}
 			return
 		}
 		var err error
-		sub, err = m.n.cfg.Conn.Subscribe(m.n.subjects.InDoubtAll(), m.onInDoubt)
+		unsub, err = m.io.Subscribe(m.subjects.InDoubtAll(), m.onInDoubt)
 		if err != nil {
 			m.log.Warn("repair: cannot subscribe to in-doubt reports", "err", err)
 		}
@@ -48,19 +46,19 @@ func (m *maintenance) inDoubtSubscription() func(start bool) {
 }
 
 // onInDoubt queues a reader's report for a partition this node holds.
-func (m *maintenance) onInDoubt(msg *nats.Msg) {
-	r, err := bus.DecodeInDoubt(msg.Data)
+func (m *maintenance) onInDoubt(subject string, data []byte) {
+	r, err := bus.DecodeInDoubt(data)
 	if err != nil {
 		return
 	}
-	t, err := m.n.cfg.Catalog.Topic(r.Topic)
-	if err != nil || int(r.Partition) >= t.Partitions || t.Position(r.Partition, m.n.cfg.ID) < 0 {
+	t, err := m.io.Catalog().Topic(r.Topic)
+	if err != nil || int(r.Partition) >= t.Partitions || t.Position(r.Partition, m.id) < 0 {
 		return
 	}
-	if want := m.n.subjects.InDoubt(r.Topic, r.Partition); msg.Subject != want {
+	if want := m.subjects.InDoubt(r.Topic, r.Partition); subject != want {
 		return // the subject names another topic than the payload
 	}
-	if r.To != "" && r.To != m.n.cfg.ID {
+	if r.To != "" && r.To != m.id {
 		return // handed to another node
 	}
 	id := stripe.ID{Producer: r.Producer, Seq: r.Seq}
@@ -94,7 +92,7 @@ func (m *maintenance) resolveInDoubt(ctx context.Context, t *meta.Topic, k targe
 		// not listening yet, then forget it here.
 		to := t.Ensembles[k.partition][heard[0]]
 		r := bus.InDoubtReport{Topic: t.Name, Partition: k.partition, Offset: k.offset, Producer: tg.id.Producer, Seq: tg.id.Seq, To: to}
-		if err := m.n.cfg.Conn.Publish(m.n.subjects.InDoubt(t.Name, k.partition), r.Marshal()); err != nil {
+		if err := m.io.Publish(m.subjects.InDoubt(t.Name, k.partition), r.Marshal()); err != nil {
 			return false
 		}
 		return m.handedOff(k) >= handoffPasses
@@ -113,7 +111,7 @@ func (m *maintenance) resolveInDoubt(ctx context.Context, t *meta.Topic, k targe
 			"offset", k.offset, "stripe", tg.id.String(), "err", err)
 		return false
 	}
-	m.n.stats.ReAppended.Add(1)
+	m.stats.ReAppended.Add(1)
 	m.rememberReappend(tg.id)
 	m.log.Info("repair: re-appended an in-doubt stripe that proved decodable", "topic", t.Name, "partition", k.partition,
 		"stripe", tg.id.String(), "old_offset", k.offset, "new_offset", off)
@@ -126,7 +124,7 @@ func (m *maintenance) stripePayload(ctx context.Context, t *meta.Topic, p uint32
 	ref stripe.ShardHeader, members []int) ([]byte, error) {
 	shards := make([]*stripe.Shard, t.Params.N)
 	have := 0
-	if b, err := m.n.cfg.Store.Get(slotstore.Key{Topic: t.Name, Partition: p, Offset: off}); err == nil {
+	if b, err := m.io.Get(slotstore.Key{Topic: t.Name, Partition: p, Offset: off}); err == nil {
 		if s, err := stripe.Parse(b); err == nil && s.SameStripe(&ref) && int(s.Index) == rc.Pos {
 			shards[rc.Pos] = &s
 			have++
@@ -157,11 +155,7 @@ func (m *maintenance) stripePayload(ctx context.Context, t *meta.Topic, p uint32
 // ack at W, sent over the client's links, which track each node's
 // health). It returns the committed offset.
 func (m *maintenance) reappend(ctx context.Context, t *meta.Topic, p uint32, id stripe.ID, payload []byte) (uint64, error) {
-	c, err := m.n.peers.get(m.n)
-	if err != nil {
-		return 0, err
-	}
-	return c.Reappend(ctx, t, p, id, payload)
+	return m.io.Reappend(ctx, t, p, id, payload)
 }
 
 // peerClient is the client a node reaches its peers through: repair's

@@ -15,6 +15,7 @@ import (
 
 	"github.com/raidq/raidq/actors/core"
 	"github.com/raidq/raidq/actors/internal/actorsys"
+	"github.com/raidq/raidq/bus"
 	"github.com/raidq/raidq/bus/meta"
 	"github.com/raidq/raidq/slotstore"
 	"github.com/raidq/raidq/stripe"
@@ -68,6 +69,9 @@ type RepairConfig struct {
 	// MaxTargets bounds the queued scrub findings and in-doubt reports
 	// (default 10000).
 	MaxTargets int
+	// Bugs are deliberate mistakes for the simulation's tests (RepairBugs);
+	// never set otherwise.
+	Bugs RepairBugs
 	// ScrubInterval is the time between scrub passes (default 1h; < 0: no scrub).
 	ScrubInterval time.Duration
 	// ScrubRateMBps caps the scrub's reads (default 10).
@@ -128,13 +132,21 @@ func (b byteLimiter) wait(ctx context.Context, n int) error {
 	return nil
 }
 
-// maintenance is a node's repair, scrub and retention state.
+// maintenance is a node's repair, scrub and retention state. Repair and
+// scrub reach the node only through io (RepairPorts: nodePorts in a node,
+// simulated ports in the simulation's RepairLoop).
 type maintenance struct {
-	n     *Node
-	cfg   RepairConfig
-	log   *slog.Logger
-	rate  byteLimiter // repair bytes
-	scrub byteLimiter // scrub reads
+	// n is the node, for the loop actors (spawnMaintenance) and retention
+	// (retention.go) only; nil in a RepairLoop.
+	n        *Node
+	io       RepairPorts
+	id       string // io.ID()
+	subjects bus.Subjects
+	stats    *Stats
+	cfg      RepairConfig
+	log      *slog.Logger
+	rate     byteLimiter // repair bytes
+	scrub    byteLimiter // scrub reads
 
 	mu      sync.Mutex
 	parts   map[partKey]*partRepair
@@ -144,6 +156,7 @@ type maintenance struct {
 	reappended map[stripe.ID]time.Time
 
 	repairPID atomic.Pointer[actor.PID] // for kicks (in-doubt reports, scrub findings)
+	kicks     chan struct{}             // a RepairLoop's kicks instead (nil in a node)
 	belowN    atomic.Int64              // stripes below n seen by the pass under way
 	undone    atomic.Int64              // ranges the pass under way could not finish
 	// Targets are also looked at between ranges of a long walk (a young
@@ -209,8 +222,15 @@ func (m *maintenance) handedOff(k targetKey) int {
 }
 
 func newMaintenance(n *Node) *maintenance {
-	cfg := n.cfg.Repair.withDefaults()
-	return &maintenance{n: n, cfg: cfg, log: n.cfg.Logger, rate: newByteLimiter(cfg.RateMBps),
+	m := newMaintenanceOn(nodePorts{n}, n.subjects, n.cfg.Repair, n.cfg.Logger, &n.stats)
+	m.n = n
+	return m
+}
+
+// newMaintenanceOn is a node's maintenance over ports.
+func newMaintenanceOn(io RepairPorts, subj bus.Subjects, rc RepairConfig, log *slog.Logger, stats *Stats) *maintenance {
+	cfg := rc.withDefaults()
+	return &maintenance{io: io, id: io.ID(), subjects: subj, stats: stats, cfg: cfg, log: log, rate: newByteLimiter(cfg.RateMBps),
 		scrub: newByteLimiter(cfg.ScrubRateMBps), parts: make(map[partKey]*partRepair), targets: make(map[targetKey]*target)}
 }
 
@@ -228,7 +248,7 @@ func (m *maintenance) part(topic string, p uint32) (*partRepair, error) {
 	if pr.loaded {
 		return pr, nil
 	}
-	st := m.n.cfg.Store
+	st := m.io
 	var err error
 	if pr.repaired, err = st.Mark(slotstore.MarkRepaired, topic, p); err != nil {
 		return nil, err
@@ -284,13 +304,19 @@ func (m *maintenance) addTarget(k targetKey, corrupt bool, id *stripe.ID) {
 func (m *maintenance) kick() {
 	if pid := m.repairPID.Load(); pid != nil {
 		m.n.system.Root.Send(pid, &loopKick{})
+	} else if m.kicks != nil {
+		select {
+		case m.kicks <- struct{}{}:
+		default:
+		}
 	}
 }
 
 // topics lists the catalog's topics (the catalog must be able to list them:
 // meta.StaticCatalog and the metadata-watched catalog can).
 func (m *maintenance) topics() []*meta.Topic {
-	l, ok := m.n.cfg.Catalog.(interface{ Names() []string })
+	cat := m.io.Catalog()
+	l, ok := cat.(interface{ Names() []string })
 	if !ok {
 		m.mu.Lock()
 		if !m.warned {
@@ -302,7 +328,7 @@ func (m *maintenance) topics() []*meta.Topic {
 	}
 	var out []*meta.Topic
 	for _, name := range l.Names() {
-		if t, err := m.n.cfg.Catalog.Topic(name); err == nil {
+		if t, err := cat.Topic(name); err == nil {
 			out = append(out, t)
 		}
 	}
@@ -320,7 +346,8 @@ func (n *Node) spawnMaintenance(ctx actor.Context) {
 			return &loopActor{name: name, first: first, every: every, run: run, log: m.log, hooks: hooks}
 		}))
 	}
-	m.repairPID.Store(loop("repair", min(m.cfg.Interval, time.Second), m.cfg.Interval, m.repairPass, m.inDoubtSubscription()))
+	pass := func(ctx context.Context) { m.repairPass(ctx) }
+	m.repairPID.Store(loop("repair", min(m.cfg.Interval, time.Second), m.cfg.Interval, pass, m.inDoubtSubscription()))
 	if m.cfg.ScrubInterval > 0 {
 		loop("scrub", m.cfg.ScrubInterval, m.cfg.ScrubInterval, m.scrubPass)
 	}

@@ -56,7 +56,7 @@ func (m *maintenance) scanPeers(ctx context.Context, t *meta.Topic, p uint32, po
 // no responders).
 func (m *maintenance) scanPeer(ctx context.Context, node string, pos int, topic string, p uint32, from, to uint64, probe, full bool) (core.PeerScan, bool) {
 	res := core.PeerScan{Node: pos}
-	subj := m.n.subjects.Scan(node, topic, p)
+	subj := m.subjects.Scan(node, topic, p)
 	complete := true
 	for cur := from; cur < to; {
 		req := bus.ScanReq{Topic: topic, Partition: p, From: cur, To: to, HeadersOnly: !full, Probe: probe}
@@ -88,7 +88,7 @@ func (m *maintenance) scanPeer(ctx context.Context, node string, pos int, topic 
 func (m *maintenance) fetchShard(ctx context.Context, t *meta.Topic, p uint32, pos int, off uint64) ([]byte, error) {
 	node := t.Ensembles[p][pos]
 	req := bus.ScanReq{Topic: t.Name, Partition: p, From: off, To: off + 1}
-	rep, size, err := m.request(ctx, node, m.n.subjects.Scan(node, t.Name, p), req)
+	rep, size, err := m.request(ctx, node, m.subjects.Scan(node, t.Name, p), req)
 	if err != nil {
 		return nil, fmt.Errorf("node %s: %w", node, err)
 	}
@@ -109,11 +109,7 @@ func (m *maintenance) fetchShard(ctx context.Context, t *meta.Topic, p uint32, p
 // length (for the rate limit). RequestTimeout bounds it (a timeout is an
 // actors.ErrLinkTimeout).
 func (m *maintenance) request(ctx context.Context, node, subj string, req bus.ScanReq) (bus.ScanReply, int, error) {
-	c, err := m.n.peers.get(m.n)
-	if err != nil {
-		return bus.ScanReply{}, 0, err
-	}
-	data, err := c.Request(ctx, node, subj, req.Marshal(), m.cfg.RequestTimeout)
+	data, err := m.io.Request(ctx, node, subj, req.Marshal(), m.cfg.RequestTimeout)
 	if err != nil {
 		return bus.ScanReply{}, 0, err
 	}

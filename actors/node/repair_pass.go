@@ -20,10 +20,11 @@ import (
 const marksEvery = 256
 
 // repairPass is one pass of the repair loop over every partition where
-// this node is in the ensemble, after the queued targets.
-func (m *maintenance) repairPass(ctx context.Context) {
-	if m.n.clock.off.Load() {
-		return // its repair horizon would mark ranges of the future verified (clock_watch.go)
+// this node is in the ensemble, after the queued targets; true when it
+// ran to its end (not skipped, stopped or cancelled).
+func (m *maintenance) repairPass(ctx context.Context) bool {
+	if m.io.ClockOff() {
+		return false // its repair horizon would mark ranges of the future verified (clock_watch.go)
 	}
 	start := time.Now()
 	m.belowN.Store(0)
@@ -31,24 +32,24 @@ func (m *maintenance) repairPass(ctx context.Context) {
 	m.repairTargets(ctx)
 	for _, t := range m.topics() {
 		for p := range t.Partitions {
-			pos := t.Position(uint32(p), m.n.cfg.ID)
+			pos := t.Position(uint32(p), m.id)
 			if pos < 0 {
 				continue
 			}
-			if m.n.clock.off.Load() {
-				return // found off during the pass: stop before the next partition's horizon
+			if m.io.ClockOff() {
+				return false // found off during the pass: stop before the next partition's horizon
 			}
 			if err := m.repairPartition(ctx, t, uint32(p), pos); err != nil && ctx.Err() == nil {
 				m.log.Warn("repair: partition pass failed", "topic", t.Name, "partition", p, "err", err)
 			}
 			if ctx.Err() != nil {
-				return
+				return false
 			}
 		}
 	}
-	m.n.stats.RepairPasses.Add(1)
-	m.n.stats.RepairPassNanos.Store(int64(time.Since(start)))
-	m.n.stats.StripesBelowN.Store(m.belowN.Load())
+	m.stats.RepairPasses.Add(1)
+	m.stats.RepairPassNanos.Store(int64(time.Since(start)))
+	m.stats.StripesBelowN.Store(m.belowN.Load())
 	m.mu.Lock()
 	corrupt, inDoubt := 0, 0
 	for _, tg := range m.targets {
@@ -59,13 +60,14 @@ func (m *maintenance) repairPass(ctx context.Context) {
 		}
 	}
 	m.mu.Unlock()
-	m.n.stats.RepairPending.Store(m.undone.Load() + int64(corrupt))
-	m.n.stats.InDoubtQueued.Store(int64(inDoubt))
+	m.stats.RepairPending.Store(m.undone.Load() + int64(corrupt))
+	m.stats.InDoubtQueued.Store(int64(inDoubt))
+	return true
 }
 
 // repairConfig is the core's view of one partition on this node.
 func (m *maintenance) repairConfig(t *meta.Topic, pos int) core.RepairConfig {
-	return core.RepairConfig{Params: t.Params, Pos: pos, Birth: t.BirthFor(m.n.cfg.Store.Incarnation().Birth)}
+	return core.RepairConfig{Params: t.Params, Pos: pos, Birth: t.BirthFor(m.io.Birth())}
 }
 
 // repairPartition walks what core.RepairSpans says for one partition.
@@ -74,7 +76,7 @@ func (m *maintenance) repairPartition(ctx context.Context, t *meta.Topic, p uint
 	if err != nil {
 		return err
 	}
-	now := m.n.cfg.Now()
+	now := m.io.Now()
 	rc := m.repairConfig(t, pos)
 	pr.mu.Lock()
 	sc := core.SpanConfig{Created: t.Created, Birth: rc.Birth, Repaired: pr.repaired, Verified: pr.verified, Floor: pr.dropped,
@@ -126,9 +128,17 @@ func (m *maintenance) walk(ctx context.Context, t *meta.Topic, p uint32, rc core
 		if err != nil {
 			return err
 		}
+		if m.cfg.Bugs.NoLocal {
+			local = nil
+		}
 		plan := core.PlanRange(rc, cur, to, local, peers, true)
 		m.account(t, p, plan)
-		fixed := m.applyFixes(ctx, t, p, rc, plan.Fixes, m.prefetch(ctx, t, p, plan.Fixes))
+		var fixed bool
+		if m.cfg.Bugs.SkipFix {
+			fixed = true
+		} else {
+			fixed = m.applyFixes(ctx, t, p, rc, plan.Fixes, m.prefetch(ctx, t, p, plan.Fixes))
+		}
 		if ctx.Err() != nil {
 			break // cancelled: neither done nor undone
 		}
@@ -160,14 +170,11 @@ func (m *maintenance) saveMarks(ctx context.Context, topic string, p uint32, pr 
 	if mark <= old && len(holes) == 0 {
 		return nil
 	}
-	b := &slotstore.Batch{}
-	for _, h := range holes {
-		b.PutHole(topic, p, h)
-	}
+	raise := uint64(0)
 	if mark > old {
-		b.RaiseMark(kind, topic, p, mark)
+		raise = mark
 	}
-	if err := m.commitWait(ctx, b); err != nil {
+	if err := m.io.SaveMarks(ctx, topic, p, kind, raise, holes); err != nil {
 		return err
 	}
 	pr.mu.Lock()
@@ -176,7 +183,7 @@ func (m *maintenance) saveMarks(ctx context.Context, topic string, p uint32, pr 
 		merged := slices.Concat(pr.holes, holes)
 		slices.Sort(merged)
 		merged = slices.Compact(merged)
-		m.n.stats.Holes.Add(int64(len(merged) - len(pr.holes)))
+		m.stats.Holes.Add(int64(len(merged) - len(pr.holes)))
 		for _, h := range holes {
 			m.log.Error("repair: offset left unknown for good: it may have held a committed shard of this node, "+
 				"and the other nodes cannot rebuild its stripe", "topic", topic, "partition", p, "offset", h)
@@ -196,7 +203,8 @@ func (m *maintenance) saveMarks(ctx context.Context, topic string, p uint32, pr 
 	return nil
 }
 
-// commitWait commits b to the store and waits until it is durable.
+// commitWait commits b to the node's store and waits until it is durable
+// (nodePorts.SaveMarks, retention).
 func (m *maintenance) commitWait(ctx context.Context, b *slotstore.Batch) error {
 	done := make(chan error, 1)
 	m.n.cfg.Store.Commit(b, func(err error) { done <- err })
@@ -213,7 +221,7 @@ func (m *maintenance) account(t *meta.Topic, p uint32, plan core.RangePlan) {
 	m.belowN.Add(int64(plan.BelowN))
 	for _, c := range plan.Corrupt {
 		node := t.Ensembles[p][c.Node]
-		if node == m.n.cfg.ID {
+		if node == m.id {
 			m.log.Warn("repair: corrupt shard on this node", "topic", t.Name, "partition", p, "offset", c.Offset, "err", c.Err)
 		} else {
 			m.log.Info("repair: corrupt shard on another node (its own repair rewrites it)", "topic", t.Name, "partition", p,
@@ -230,7 +238,7 @@ func (m *maintenance) account(t *meta.Topic, p uint32, plan core.RangePlan) {
 // keeps their headers.
 func (m *maintenance) localEntries(topic string, p uint32, from, to uint64) ([]core.LocalSlot, error) {
 	var out []core.LocalSlot
-	err := m.n.cfg.Store.Scan(topic, p, from, to, func(off uint64, shard []byte) bool {
+	err := m.io.Scan(topic, p, from, to, func(off uint64, shard []byte) bool {
 		out = append(out, core.CheckLocal(off, shard))
 		return true
 	})
@@ -270,7 +278,7 @@ func (m *maintenance) fix(ctx context.Context, t *meta.Topic, p uint32, rc core.
 	shard, err := m.rebuild(ctx, t, p, rc, f, cache)
 	if err != nil {
 		if ctx.Err() == nil {
-			m.n.stats.RepairFailures.Add(1)
+			m.stats.RepairFailures.Add(1)
 			m.log.Warn("repair: cannot rebuild shard", "topic", t.Name, "partition", p, "offset", f.Offset, "stripe", f.Group.ID.String(), "err", err)
 		}
 		return false
@@ -278,12 +286,12 @@ func (m *maintenance) fix(ctx context.Context, t *meta.Topic, p uint32, rc core.
 	if err := m.rate.wait(ctx, len(shard)); err != nil {
 		return false
 	}
-	st, detail, err := m.n.repairWriteLocal(ctx, t, p, shard)
+	st, detail, err := m.io.RepairWrite(ctx, t, p, shard)
 	switch {
 	case err != nil:
 		return false
 	case st == bus.StatusOK:
-		m.n.stats.ShardsRepaired.Add(1)
+		m.stats.ShardsRepaired.Add(1)
 		if f.Replace {
 			m.log.Info("repair: corrupt shard rewritten", "topic", t.Name, "partition", p, "offset", f.Offset, "stripe", f.Group.ID.String())
 		}
@@ -294,7 +302,7 @@ func (m *maintenance) fix(ctx context.Context, t *meta.Topic, p uint32, rc core.
 		m.log.Info("repair: slot holds another stripe", "topic", t.Name, "partition", p, "offset", f.Offset, "detail", detail)
 		return true
 	}
-	m.n.stats.RepairFailures.Add(1)
+	m.stats.RepairFailures.Add(1)
 	m.log.Warn("repair: write refused", "topic", t.Name, "partition", p, "offset", f.Offset, "status", st.String(), "detail", detail)
 	return false
 }
@@ -344,6 +352,18 @@ func (m *maintenance) rebuild(ctx context.Context, t *meta.Topic, p uint32, rc c
 	}
 	if len(fetched) < t.Params.K {
 		return nil, fmt.Errorf("%w: fetched %d of k=%d: %w", stripe.ErrTooFewShards, len(fetched), t.Params.K, errors.Join(errs...))
+	}
+	if m.cfg.Bugs.NoProof {
+		for _, pos := range f.Sources {
+			if b, ok := fetched[pos]; ok {
+				sh, err := stripe.Parse(b)
+				if err != nil {
+					return nil, err
+				}
+				sh.Index = uint8(rc.Pos)
+				return sh.Marshal(), nil
+			}
+		}
 	}
 	return core.RebuildShard(rc, f, fetched)
 }
@@ -409,11 +429,11 @@ func (m *maintenance) repairTargets(ctx context.Context) {
 
 // repairTarget handles one target; true when it is done with.
 func (m *maintenance) repairTarget(ctx context.Context, k targetKey, tg target) bool {
-	t, err := m.n.cfg.Catalog.Topic(k.topic)
+	t, err := m.io.Catalog().Topic(k.topic)
 	if err != nil || int(k.partition) >= t.Partitions {
 		return true
 	}
-	pos := t.Position(k.partition, m.n.cfg.ID)
+	pos := t.Position(k.partition, m.id)
 	if pos < 0 {
 		return true
 	}

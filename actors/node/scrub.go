@@ -26,7 +26,7 @@ func (m *maintenance) scrubPass(ctx context.Context) {
 	checked, bad := 0, 0
 	for _, t := range m.topics() {
 		for p := range t.Partitions {
-			pos := t.Position(uint32(p), m.n.cfg.ID)
+			pos := t.Position(uint32(p), m.id)
 			if pos < 0 {
 				continue
 			}
@@ -40,7 +40,7 @@ func (m *maintenance) scrubPass(ctx context.Context) {
 			}
 		}
 	}
-	m.n.stats.ScrubPasses.Add(1)
+	m.stats.ScrubPasses.Add(1)
 	m.log.Debug("scrub: pass done", "shards", checked, "corrupt", bad, "took", time.Since(start))
 }
 
@@ -49,7 +49,7 @@ func (m *maintenance) scrubPartition(ctx context.Context, t *meta.Topic, p uint3
 	for cur := uint64(0); ctx.Err() == nil; {
 		var chunk []entryCopy
 		size := 0
-		err := m.n.cfg.Store.Scan(t.Name, p, cur, math.MaxUint64, func(off uint64, shard []byte) bool {
+		err := m.io.Scan(t.Name, p, cur, math.MaxUint64, func(off uint64, shard []byte) bool {
 			chunk = append(chunk, entryCopy{off, append([]byte(nil), shard...)})
 			size += len(shard)
 			return len(chunk) < scrubChunk && size < scrubChunkBytes
@@ -62,10 +62,10 @@ func (m *maintenance) scrubPartition(ctx context.Context, t *meta.Topic, p uint3
 				return checked, bad, nil
 			}
 			checked++
-			m.n.stats.ScrubbedShards.Add(1)
+			m.stats.ScrubbedShards.Add(1)
 			if err := checkStored(t, pos, e.off, e.shard); err != nil {
 				bad++
-				m.n.stats.ScrubCorrupt.Add(1)
+				m.stats.ScrubCorrupt.Add(1)
 				m.log.Warn("scrub: corrupt shard; handing it to repair", "topic", t.Name, "partition", p, "offset", e.off, "err", err)
 				m.addTarget(targetKey{topic: t.Name, partition: p, offset: e.off}, true, nil)
 			}
