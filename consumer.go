@@ -137,14 +137,15 @@ func readReport(topic string, p int, out core.Output) (ReadReport, bool) {
 // *PermissionError, as soon as the cluster refuses one of its scans or,
 // in a group, its keys), which Next and Err return.
 type Consumer struct {
-	c     *Client
+	c     *Client // nil for the simulation's members (hooks.go)
+	ports consumerPorts
 	topic string
 	opts  consumerConfig
 	buf   chan Message // the readers' decoded messages, for the forwarder
 	ch    chan Message // forwarder -> application (unbuffered)
 	mu    sync.Mutex
 	// readers of a plain consumer (a group's are in its parts)
-	readers []*actors.Reader
+	readers []partReader
 	gen     int
 	closed  bool
 	quit    chan struct{}
@@ -185,7 +186,7 @@ func (c *Client) Consumer(topic string, options ...ConsumerOption) (*Consumer, e
 	if opts.From.IsZero() {
 		opts.From = time.Now()
 	}
-	cons := newConsumer(c, topic, opts)
+	cons := newConsumer(c, clientPorts(c), topic, opts)
 	if err := cons.start(opts.From); err != nil {
 		_ = cons.Close()
 		return nil, err
@@ -194,9 +195,16 @@ func (c *Client) Consumer(topic string, options ...ConsumerOption) (*Consumer, e
 	return cons, nil
 }
 
-func newConsumer(c *Client, topic string, opts consumerConfig) *Consumer {
-	cons := &Consumer{c: c, topic: topic, opts: opts, buf: make(chan Message, opts.Buffer), ch: make(chan Message),
+// newConsumer builds a consumer over ports; c nil (the simulation): no
+// lag gauge, no refusals.
+func newConsumer(c *Client, ports consumerPorts, topic string, opts consumerConfig) *Consumer {
+	cons := &Consumer{c: c, ports: ports, topic: topic, opts: opts, buf: make(chan Message, opts.Buffer), ch: make(chan Message),
 		quit: make(chan struct{}), fwdDone: make(chan struct{})}
+	if c == nil {
+		cons.unlag, cons.unwatch = func() {}, func() {}
+		go cons.forward()
+		return cons
+	}
 	cons.reportLag()
 	// A refused scan, delivery subscription or group key is reported on
 	// the connection, not answered: end the consumer with it (the readers
@@ -277,7 +285,7 @@ func (c *Consumer) start(from time.Time) error {
 	gen := c.gen
 	c.from = uint64(from.UnixNano())
 	for _, p := range c.opts.Partitions {
-		r, err := c.c.core.NewReader(actors.ReaderConfig{Topic: c.topic, Partition: p,
+		r, err := c.ports.newReader(actors.ReaderConfig{Topic: c.topic, Partition: p,
 			From: core.Position{Offset: uint64(from.UnixNano())}, Sink: c.sink(p, gen), OnReport: c.report(p)})
 		if err != nil {
 			return err
@@ -337,7 +345,7 @@ func (c *Consumer) watchTopic() {
 			return
 		case <-t.C:
 		}
-		if _, err := c.c.core.Catalog().Topic(c.topic); errors.Is(err, ErrUnknownTopic) {
+		if _, err := c.ports.catalog.Topic(c.topic); errors.Is(err, ErrUnknownTopic) {
 			gone++
 		} else {
 			gone = 0
@@ -365,7 +373,7 @@ func (c *Consumer) fail(err error) {
 	if !first {
 		return // ended already (a refusal comes once per node refusing)
 	}
-	c.c.logger.Error("consumer stopped", "topic", c.topic, "err", err)
+	c.ports.logger.Error("consumer stopped", "topic", c.topic, "err", err)
 	go func() { _ = c.Close() }()
 }
 

@@ -3,8 +3,6 @@ package raidq
 import (
 	"sort"
 	"time"
-
-	"github.com/raidq/raidq/actors"
 )
 
 // PartitionLag is how far one partition's reader has read.
@@ -29,7 +27,7 @@ type PartitionLag struct {
 // every partition: Client.DescribeGroup. The same numbers are the gauge
 // raidq_consumer_lag_seconds (WithMetrics).
 func (c *Consumer) Lag() []PartitionLag {
-	t, err := c.c.core.Catalog().Topic(c.topic)
+	t, err := c.ports.catalog.Topic(c.topic)
 	if err != nil {
 		return nil
 	}
@@ -51,7 +49,7 @@ func behindHead(now time.Time, readDelay time.Duration, to time.Time) time.Durat
 // lagReader is one partition reader of a consumer and where it started.
 type lagReader struct {
 	p    int
-	r    *actors.Reader
+	r    partReader
 	from uint64
 }
 

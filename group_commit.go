@@ -40,11 +40,15 @@ func (g *groupState) offer(c *Consumer, m Message) bool {
 	g.hmu.Lock()
 	g.offered = part
 	g.hmu.Unlock()
+	quit := part.quit
+	if g.bugs.HandOverRace {
+		quit = nil // the bug: the hand-over does not abort when the partition is released
+	}
 	select {
 	case c.ch <- m:
 		g.took(part, m)
 		return true
-	case <-part.quit:
+	case <-quit:
 	case <-c.quit:
 	}
 	g.hmu.Lock()
@@ -104,7 +108,7 @@ func (g *groupState) waitInHand(part *groupPart) {
 	defer deadline.Stop()
 	for {
 		g.hmu.Lock()
-		holding, ch := (g.inHand != nil && g.inHand.part == part) || g.offered == part, g.handCh
+		holding, ch := (g.inHand != nil && g.inHand.part == part) || (g.offered == part && !g.bugs.HandOverRace), g.handCh
 		g.hmu.Unlock()
 		if !holding {
 			return
@@ -146,7 +150,7 @@ func (g *groupState) pause() {
 	select {
 	case <-g.resume:
 		g.resume = make(chan struct{})
-		g.c.c.logger.Warn("consumer group: no heartbeat for most of the session; delivery paused until one succeeds",
+		g.c.ports.logger.Warn("consumer group: no heartbeat for most of the session; delivery paused until one succeeds",
 			g.logArgs("session", g.session, "pause_after", time.Duration(core.PauseAfter(int64(g.session))))...)
 	default:
 	}
@@ -168,7 +172,7 @@ func (g *groupState) unpause() {
 	case <-g.resume:
 	default:
 		close(g.resume)
-		g.c.c.logger.Info("consumer group: heartbeat succeeded; delivery resumed", g.logArgs()...)
+		g.c.ports.logger.Info("consumer group: heartbeat succeeded; delivery resumed", g.logArgs()...)
 	}
 }
 

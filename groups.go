@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sort"
 	"strings"
 	"sync"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/raidq/raidq/actors"
 	"github.com/raidq/raidq/actors/core"
+	"github.com/raidq/raidq/actors/drillhooks"
 	"github.com/raidq/raidq/bus"
 	"github.com/raidq/raidq/bus/meta"
 )
@@ -65,7 +67,7 @@ var gens atomic.Uint64
 // groupState is a group consumer's membership and owned partitions.
 type groupState struct {
 	c       *Consumer
-	store   *meta.Store
+	store   meta.GroupKV
 	group   string
 	member  string
 	from    time.Time // zero: earliest
@@ -77,12 +79,16 @@ type groupState struct {
 	// timeout on a refusal; unwatch ends that watch.
 	base    context.Context
 	unwatch func()
+	// bugs re-creates fixed mistakes for the simulation's bug-catching
+	// tests (drillhooks.GroupPorts.Bugs); zero for every real client.
+	bugs drillhooks.GroupBugs
 
 	// Owned by the loop goroutine (run).
 	epoch     time.Time // the core's clock: monotonic ns since epoch
 	live      *core.Liveness
 	trouble   string // the state last logged, so each change is logged once
 	topicGone int
+	lastBeat  time.Time // when the last heartbeat that succeeded was sent (bugs.RoundPause only)
 
 	mu       sync.Mutex
 	parts    map[int]*groupPart
@@ -107,7 +113,7 @@ type groupPart struct {
 	claimGen uint64 // gen when claimed
 	gen      uint64 // gen of the current reader (changes on Seek)
 	quit     chan struct{}
-	reader   *actors.Reader
+	reader   partReader
 	from     core.Position // where reader started (Consumer.Lag)
 
 	mu        sync.Mutex // serializes commits
@@ -131,41 +137,59 @@ func newMemberID() string {
 
 // groupConsumer starts a consumer in opts.Group.
 func (c *Client) groupConsumer(t *meta.Topic, opts consumerConfig) (*Consumer, error) {
+	if err := groupOptions(&opts); err != nil {
+		return nil, err
+	}
+	store := c.meta
+	if err := kafkaNameFree(c.logger, store, opts.Group); err != nil {
+		return nil, err
+	}
+	base, refuse := context.WithCancelCause(context.Background())
+	unwatch := c.refusals.watch(c.refusals.groupSubjects(t.Name, opts.Group), func(pe *PermissionError) { refuse(pe) })
+	return startGroup(c, clientPorts(c), store, t.Name, opts, base, unwatch, drillhooks.GroupBugs{})
+}
+
+// groupOptions checks a group consumer's options and fills in the
+// defaults (a fresh member id, the default session).
+func groupOptions(opts *consumerConfig) error {
 	if opts.Partitions != nil {
-		return nil, fmt.Errorf("consumer group %q: Partitions cannot be set, the group assigns them", opts.Group)
+		return fmt.Errorf("consumer group %q: Partitions cannot be set, the group assigns them", opts.Group)
 	}
 	if err := bus.ValidName("group", opts.Group); err != nil {
-		return nil, err
+		return err
 	}
 	if opts.Member == "" {
 		opts.Member = newMemberID()
 	}
 	if err := bus.ValidName("member", opts.Member); err != nil {
-		return nil, err
+		return err
 	}
 	if opts.SessionTimeout <= 0 {
 		opts.SessionTimeout = meta.GroupTTL
 	}
 	if opts.SessionTimeout < 3*GroupInterval || opts.SessionTimeout > meta.MaxSession {
-		return nil, fmt.Errorf("consumer group %q: session timeout %v: must be %v..%v", opts.Group, opts.SessionTimeout,
+		return fmt.Errorf("consumer group %q: session timeout %v: must be %v..%v", opts.Group, opts.SessionTimeout,
 			3*GroupInterval, meta.MaxSession)
 	}
-	store := c.meta
-	if err := kafkaNameFree(c, store, opts.Group); err != nil {
-		return nil, err
-	}
+	return nil
+}
+
+// startGroup joins the group and starts the member's loop: a client's
+// consumer (c, its ports and store) or the simulation's (c nil, simulated
+// ports; hooks.go). base is the context of every metadata call; unwatch
+// ends the refusals watch that cancels it.
+func startGroup(c *Client, ports consumerPorts, store meta.GroupKV, topic string, opts consumerConfig, base context.Context,
+	unwatch func(), bugs drillhooks.GroupBugs) (*Consumer, error) {
 	g := &groupState{store: store, group: opts.Group, member: opts.Member, from: opts.From, auto: opts.AutoCommit,
 		session: opts.SessionTimeout, epoch: time.Now(), parts: make(map[int]*groupPart), releases: make(map[int]*groupPart),
-		quit: make(chan struct{}), done: make(chan struct{}), resume: make(chan struct{}), handCh: make(chan struct{})}
+		quit: make(chan struct{}), done: make(chan struct{}), resume: make(chan struct{}), handCh: make(chan struct{}),
+		base: base, unwatch: unwatch, bugs: bugs}
 	close(g.resume)
 	g.live = core.NewLiveness(g.now())
-	base, refuse := context.WithCancelCause(context.Background())
-	g.base = base
-	g.unwatch = c.refusals.watch(c.refusals.groupSubjects(t.Name, g.group), func(pe *PermissionError) { refuse(pe) })
 	// Join: a refusal (permissions) fails here, clearly; a metadata stall
 	// does not: the member retries in its loop.
 	ctx, cancel := context.WithTimeout(g.base, GroupInterval*3)
-	err := store.GroupHeartbeat(ctx, g.group, t.Name, g.member, time.Now(), g.session)
+	err := store.GroupHeartbeat(ctx, g.group, topic, g.member, time.Now(), g.session)
 	cancel()
 	if err != nil {
 		err = g.refusal(err)
@@ -175,10 +199,10 @@ func (c *Client) groupConsumer(t *meta.Topic, opts consumerConfig) (*Consumer, e
 		return nil, fmt.Errorf("consumer group %q: join: %w", g.group, err)
 	}
 	if err != nil {
-		c.logger.Warn("consumer group: first heartbeat failed; retrying", "group", g.group, "topic", t.Name,
+		ports.logger.Warn("consumer group: first heartbeat failed; retrying", "group", g.group, "topic", topic,
 			"member", g.member, "err", err)
 	}
-	cons := newConsumer(c, t.Name, opts)
+	cons := newConsumer(c, ports, topic, opts)
 	g.c = cons
 	cons.group = g
 	g.armPause(time.Now()) // a session starts at the join either way
@@ -189,7 +213,7 @@ func (c *Client) groupConsumer(t *meta.Topic, opts consumerConfig) (*Consumer, e
 // kafkaNameFree refuses a group name a Kafka group holds. A check that
 // cannot be made (a metadata stall) lets the member start, as its first
 // heartbeat does.
-func kafkaNameFree(c *Client, store *meta.Store, group string) error {
+func kafkaNameFree(logger *slog.Logger, store meta.GroupKV, group string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), GroupInterval*3)
 	defer cancel()
 	taken, err := store.KafkaGroupExists(ctx, group)
@@ -199,7 +223,7 @@ func kafkaNameFree(c *Client, store *meta.Store, group string) error {
 	case err != nil && refused(err):
 		return fmt.Errorf("consumer group %q: join: %w", group, err)
 	case err != nil:
-		c.logger.Warn("consumer group: could not check the name against Kafka groups; starting", "group", group, "err", err)
+		logger.Warn("consumer group: could not check the name against Kafka groups; starting", "group", group, "err", err)
 	}
 	return nil
 }
@@ -237,6 +261,20 @@ func (g *groupState) run() {
 	}
 	for {
 		g.round()
+		// Ticks that came during the round are taken in a fixed order
+		// (quit, AutoCommit, the round's), not Go's random one, so the
+		// simulation replays the member.
+		select {
+		case <-g.quit:
+			return
+		default:
+		}
+		select {
+		case <-auto:
+			g.commitAll()
+			continue
+		default:
+		}
 		select {
 		case <-g.quit:
 			return
@@ -253,7 +291,7 @@ func (g *groupState) setTrouble(state string, err error) {
 	if state == g.trouble {
 		return
 	}
-	log := g.c.c.logger
+	log := g.c.ports.logger
 	switch {
 	case state == "":
 		log.Info("consumer group: metadata reachable again", g.logArgs("was", g.trouble)...)
@@ -276,11 +314,15 @@ func (g *groupState) round() {
 	if beat {
 		// From when it was sent: the others may have seen it from then on.
 		g.armPause(sent)
+		g.lastBeat = sent
 	} else if refused(err) {
 		g.c.fail(fmt.Errorf("consumer group %s: heartbeat refused: %w", g.group, err))
 		return
 	} else {
 		g.setTrouble("heartbeat failed", err)
+	}
+	if g.bugs.RoundPause && time.Since(g.lastBeat) > time.Duration(core.PauseAfter(int64(g.session))) {
+		g.pause() // the bug: the pause is checked at rounds only
 	}
 	ctx, cancel = context.WithTimeout(g.base, 3*GroupInterval)
 	defer cancel()
@@ -290,7 +332,9 @@ func (g *groupState) round() {
 		g.setTrouble("listing members failed", err)
 		return
 	}
-	if err := g.confirmMissing(ctx, beats); err != nil {
+	if g.bugs.SkipConfirmMissing {
+		// the bug: a member missing from the listing is taken for gone
+	} else if err := g.confirmMissing(ctx, beats); err != nil {
 		g.live.Failed(g.now())
 		g.setTrouble("reading a member's record failed", err)
 		return
@@ -308,7 +352,7 @@ func (g *groupState) round() {
 	if !g.topicStill() {
 		return
 	}
-	t, _ := g.c.c.core.Catalog().Topic(g.c.topic)
+	t, _ := g.c.ports.catalog.Topic(g.c.topic)
 	g.apply(ctx, t.Partitions, owners)
 	if beat && g.reassert(ctx) {
 		g.unpause()
@@ -331,7 +375,7 @@ func (g *groupState) confirmMissing(ctx context.Context, beats map[string]meta.M
 			return err
 		}
 		if ok {
-			g.c.c.logger.Info("consumer group: a live member was missing from the member listing; its record is there",
+			g.c.ports.logger.Info("consumer group: a live member was missing from the member listing; its record is there",
 				g.logArgs("missing", m)...)
 			beats[m] = b
 		}
@@ -346,7 +390,7 @@ func (g *groupState) confirmMissing(ctx context.Context, beats map[string]meta.M
 // lost one drops the partition here. False: a write failed otherwise, so
 // the member stays paused until the next round.
 func (g *groupState) reassert(ctx context.Context) bool {
-	if !g.paused() {
+	if !g.paused() || g.bugs.ResumeBlind {
 		return true
 	}
 	g.mu.Lock()
@@ -368,7 +412,7 @@ func (g *groupState) reassert(ctx context.Context) bool {
 		switch {
 		case errors.Is(err, meta.ErrFenced):
 			g.drop(part)
-			g.c.c.logger.Info("consumer group: partition taken by another member while paused; stopped here",
+			g.c.ports.logger.Info("consumer group: partition taken by another member while paused; stopped here",
 				g.logArgs("partition", part.p)...)
 		case err != nil:
 			ok = false
@@ -380,7 +424,7 @@ func (g *groupState) reassert(ctx context.Context) bool {
 // topicStill counts rounds without the topic; after topicGoneChecks the
 // consumer ends (the topic was deleted).
 func (g *groupState) topicStill() bool {
-	if _, err := g.c.c.core.Catalog().Topic(g.c.topic); !errors.Is(err, ErrUnknownTopic) {
+	if _, err := g.c.ports.catalog.Topic(g.c.topic); !errors.Is(err, ErrUnknownTopic) {
 		g.topicGone = 0
 		return err == nil
 	}
@@ -423,8 +467,17 @@ func (g *groupState) apply(ctx context.Context, partitions int, owners map[int]m
 		v.HeldRevs[part.p] = part.rev
 		part.mu.Unlock()
 	}
+	if g.bugs.StaleHold {
+		v.HeldRevs = nil // the bug: fenced only on another owner's name
+	}
 	plan := core.PlanGroup(v)
-	log := g.c.c.logger
+	if g.bugs.ClaimEarly {
+		plan.Claim = append(plan.Claim, plan.Wait...) // the bug: no revoke before assign
+	}
+	if g.bugs.KeepOrphans {
+		plan.Orphans = nil
+	}
+	log := g.c.ports.logger
 	for _, p := range plan.Fenced {
 		if part := g.held(p); part != nil {
 			g.drop(part)
@@ -458,6 +511,9 @@ func (g *groupState) apply(ctx context.Context, partitions int, owners map[int]m
 // no later one succeeds: at core.PauseAfter(session), exactly, not at the
 // next round (a round may take several seconds while the metadata hangs).
 func (g *groupState) armPause(sent time.Time) {
+	if g.bugs.RoundPause {
+		return
+	}
 	d := time.Duration(core.PauseAfter(int64(g.session))) - time.Since(sent)
 	g.pmu.Lock()
 	defer g.pmu.Unlock()
@@ -513,7 +569,7 @@ func (g *groupState) claim(ctx context.Context, p int, e meta.PositionEntry) err
 	g.parts[p] = part
 	delete(g.releases, p)
 	g.mu.Unlock()
-	g.c.c.logger.Info("consumer group: partition claimed", g.logArgs("partition", p, "from", from.String(), "previous_owner", prev)...)
+	g.c.ports.logger.Info("consumer group: partition claimed", g.logArgs("partition", p, "from", from.String(), "previous_owner", prev)...)
 	return nil
 }
 
@@ -523,7 +579,7 @@ func (g *groupState) claim(ctx context.Context, p int, e meta.PositionEntry) err
 const handoverWarm = 2 * time.Second
 
 func (g *groupState) startReader(part *groupPart, from core.Position, warm time.Duration) error {
-	r, err := g.c.c.core.NewReader(actors.ReaderConfig{Topic: g.c.topic, Partition: part.p, From: from, Warm: warm,
+	r, err := g.c.ports.newReader(actors.ReaderConfig{Topic: g.c.topic, Partition: part.p, From: from, Warm: warm,
 		Sink: g.sink(part), OnReport: g.c.report(part.p)})
 	if err != nil {
 		return err
@@ -594,7 +650,7 @@ func (g *groupState) finishRelease(ctx context.Context, part *groupPart) {
 		delete(g.releases, part.p)
 	}
 	g.mu.Unlock()
-	g.c.c.logger.Info("consumer group: partition released to another member", g.logArgs("partition", part.p, "at", pos.String())...)
+	g.c.ports.logger.Info("consumer group: partition released to another member", g.logArgs("partition", part.p, "at", pos.String())...)
 }
 
 // drop stops reading part without committing (fenced).
@@ -620,7 +676,7 @@ func (g *groupState) stopPart(part *groupPart) {
 
 // safe caps a position at the reader's lowest unresolved in-doubt offset.
 func (g *groupState) safe(part *groupPart, pos core.Position) core.Position {
-	if part.reader == nil {
+	if part.reader == nil || g.bugs.CommitPastLowWater {
 		return pos
 	}
 	if low := part.reader.LowWater(); low.Less(pos) {
@@ -701,7 +757,7 @@ func (g *groupState) stop(crash bool) {
 		g.finishRelease(ctx, part)
 	}
 	if err := g.store.LeaveGroup(ctx, g.group, g.c.topic, g.member); err != nil {
-		g.c.c.logger.Warn("consumer group: leaving failed; the others take over after the session times out",
+		g.c.ports.logger.Warn("consumer group: leaving failed; the others take over after the session times out",
 			g.logArgs("err", err)...)
 	}
 }
@@ -712,4 +768,26 @@ func (c *Consumer) crash() {
 	if c.group != nil {
 		c.group.stop(true)
 	}
+}
+
+// kill ends a group consumer as a killed process ends: no commit, no
+// release, no leave (its claims stay for the others to find fenced), its
+// readers and forwarder stopped, Messages closed (drillhooks.GroupConsumer's
+// crash).
+func (c *Consumer) kill() {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return
+	}
+	c.closed = true
+	c.mu.Unlock()
+	c.crash()
+	c.mu.Lock()
+	close(c.quit)
+	c.mu.Unlock()
+	<-c.fwdDone
+	c.stopReaders()
+	c.unlag()
+	c.unwatch()
 }
