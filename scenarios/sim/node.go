@@ -59,7 +59,8 @@ func newNode(s *sim, id int, skew int64, slow bool) *node {
 
 // startFloor is the node's start-up (actors/node startFloor): the floor
 // from the disk (none with the noFloor bug), then a little ahead of the
-// clock made durable before the node answers anything.
+// clock made durable before the node answers anything; then, with
+// repair, a fresh repair loop.
 func (n *node) startFloor() {
 	restored := n.diskFloor
 	if n.s.cfg.inject.noFloor {
@@ -70,6 +71,7 @@ func (n *node) startFloor() {
 		n.diskFloor = max(n.diskFloor, p)
 		n.floor.Persisted(p, true)
 	}
+	n.startRepair() // a restarted node starts a fresh repair loop (repair.go)
 }
 
 // closeClock is the clock a closing scan may use now; a due floor goes

@@ -1,74 +1,84 @@
 package sim
 
 import (
-	"fmt"
+	"context"
 	"math/rand/v2"
-	"slices"
 	"strings"
 	"time"
 
-	"github.com/raidq/raidq/actors/core"
+	nodepkg "github.com/raidq/raidq/actors/node"
+	"github.com/raidq/raidq/bus/meta"
 	"github.com/raidq/raidq/stripe"
 )
 
-// Repair (docs/design.md#repair-and-scrub; actors/repair_pass.go). With Config.RepairEvery set,
-// every node runs a repair pass that often: first the queued in-doubt
-// targets (reappend.go), then, for its partition, what core.RepairSpans
-// says (the gap below a reborn node's birth, and the rolling window),
-// range by range as core.RepairWalk decides: a headers scan of the range
-// on every peer (simulated messages, with the sim's delays, drops and
-// crashes: a peer that does not answer within scanTimeout is unheard, and
-// dead for the rest of the walk; a fail-fast one is unheard), the node's
-// durable slots, core.PlanRange, then for each fix k whole shards fetched
-// from its sources and core.RebuildShard, written through the owner's
-// RepairWrite (durable with the node's group commit, answered once
-// durable), and the walk's Settle; its marks (repaired, verified) and
-// holes are made durable behind those writes. A crash ends the pass and
-// loses the walk's memory (the settled sets, the targets); a wipe loses
-// the marks too. A reborn node's owners learn the repaired mark and holes
+// Repair (docs/design.md#repair-and-scrub), as shipped. With
+// Config.RepairEvery set, every node runs actors/node's repair loop
+// itself (node.RepairLoop: maintenance.repairPass with its queued
+// targets, core.RepairSpans and the walk as core.RepairWalk decides,
+// PlanRange, prefetch, rebuild with RebuildShard's proof, the in-doubt
+// re-append's decisions, the saved marks and holes), RepairEvery as its
+// Interval, in the bubble (bubble.go). Its ports (repair_ports.go) are
+// the simulated node: its durable slots and its marks and holes (made
+// durable with the node's group commit), peer scans and shard fetches
+// as simulated messages with the sim's delays, drops and crashes (a
+// peer not answering within scanTimeout times out and is dead for the
+// rest of the walk; a fail-fast one answers "no responders"), the
+// owner's RepairWrite (still a copy: core.Owner.RepairWrite, durable
+// with the node's group commit, answered once durable), the node's
+// skewed clock, a meta.StaticCatalog of the sim's topic, and the
+// in-doubt reports and hand-overs as lossy messages to every node. The
+// writing of a re-append (actors.Client.Reappend) is still a copy
+// (reappend.go). A crash kills the process's ports at once (every call
+// it makes from then on fails, nothing it logs is heard); the restart
+// starts a fresh loop, which loads the durable marks. A wipe loses the
+// marks too. A reborn node's owners learn the repaired mark and holes
 // before every scan (Owner.SetRepaired, as the owner actor's
 // refreshRepaired): below the mark they answer, not "unknown".
 //
 // At the end (finishRepair) every outage is over, the network stops
 // losing messages and the passes run until every node's repair horizon
-// is past every offset written, plus a few passes. Checks: every acked
-// stripe then has n shards (at its acked offset, or a full copy at
-// another offset it was written at: a rewrite or a re-append), except
-// where the missing slot holds another stripe's shard (write-once:
-// counted, RepairConflicts) and stripes a wipe left with fewer than k
-// shards; every shard repair writes is exactly the shard its producer
-// would have sent there (re-encoded from the truth: RebuildShard's proof,
-// checked independently); repair writes go through the write-once checks
-// of node.go (a slot accepted twice, a durable slot overwritten).
+// is past every offset written, plus a few passes. The checks
+// (repair_check.go): every acked stripe then has n shards (at its acked
+// offset, or a full copy at another offset it was written at: a rewrite
+// or a re-append), except where the missing slot holds another stripe's
+// shard (write-once: counted, RepairConflicts) and stripes a wipe left
+// with fewer than k shards; every shard repair writes is exactly the
+// shard its producer would have sent there (re-encoded from the truth:
+// RebuildShard's proof, checked independently); repair writes go through
+// the write-once checks of node.go (a slot accepted twice, a durable
+// slot overwritten).
 //
-// Not modelled: the clock-watch skip of a pass, prefetching, the repair
-// rate limit, scrub and corrupt targets (the simulated disks do not rot),
-// retention. InDoubtKeep is scaled down (inDoubtKeep).
+// Not modelled: the clock watch (ClockOff is always false, so its skip
+// of a pass never happens; core.BeyondHorizon in the walk does run, on
+// the peers' clocks in their scan replies), scrub and corrupt targets
+// (the simulated disks do not rot), retention. The repair rate limit
+// runs but never binds. InDoubtKeep is scaled down (inDoubtKeep).
 
-// Repair constants (node.RepairConfig's defaults where they matter).
+// Repair constants (node.RepairConfig where they differ from its defaults).
 const (
-	repairWindow  = 10 * int64(time.Minute) // RepairConfig.Window: the whole run
-	repairMargin  = int64(time.Second)      // RepairConfig.Margin
-	handoffPasses = 3                       // actors.handoffPasses
+	repairWindow = 10 * time.Minute // RepairConfig.Window: the whole run
+	repairMargin = int64(time.Second)
 	// inDoubtKeep is RepairConfig.InDoubtKeep scaled to the simulation
 	// (1 h in raidq): an in-doubt target that never becomes decodable is
 	// given up after this long (an offset a wipe left unknown for good).
-	inDoubtKeep = 10 * int64(time.Second)
+	inDoubtKeep = 10 * time.Second
 	finalPasses = 4 // passes run once the horizon is past every write
-	// repairConcurrency bounds the fixes rebuilt at once (RepairConfig.Concurrency).
-	repairConcurrency = 8
 	// finalLimit bounds the end of a repair run past its planned end, while
 	// passes still write.
 	finalLimit = 60 * int64(time.Second)
+	// simTopic is the simulated partition's topic.
+	simTopic = "sim"
 )
 
 // repairRun is the repair state of every node.
 type repairRun struct {
 	nodes     []*repairer
+	catalog   *meta.StaticCatalog
 	payloads  map[stripe.ID][]byte // the truth's payloads, for the proof check
 	lastWrite int64                // true time of the last repair write or re-append
 	from      int64                // finishRepair: every horizon is past every write from then on
 	wrote     map[repairSlot]int64 // when repair wrote each slot it wrote (progress.go)
+	procs     []*repairProc        // every process that ran
 }
 
 // settled reports whether every node completed finalPasses passes since
@@ -82,35 +92,22 @@ func (rr *repairRun) settled() bool {
 	return true
 }
 
-// repairer is one node's repair loop for the partition.
+// repairer is one node's repair across its processes.
 type repairer struct {
 	s *sim
 	n *node
 	// Durable (the store's marks and holes): kept across crashes, lost
-	// with a wipe.
-	inc                int
-	repaired, verified uint64
-	holes              []uint64
-	// Memory of this process (lost with a crash).
-	epoch            int
-	gapDone, winDone core.Intervals
-	targets          map[uint64]*rtarget
-	reappended       map[stripe.ID]bool
-	busy             bool // a pass is running (in this epoch)
-	targetsAdded     bool // a target was queued since the targets last ran
-	targetsRun       int64
+	// with a wipe (inc).
+	inc                         int
+	repaired, verified, dropped uint64
+	holes                       []uint64
+	proc                        *repairProc // the running process
+	runs                        int
 	// The end of the run (finishRepair): passes completed that started
 	// once every horizon was past every write, and whether the last one
 	// started after the last repair write or re-append anywhere.
 	finals int
 	clean  bool
-}
-
-// rtarget is a queued in-doubt report.
-type rtarget struct {
-	id       stripe.ID
-	first    int64 // when it was queued (true time)
-	handoffs int
 }
 
 // withRepair turns the repair loop on for about one seed in three, from a
@@ -124,472 +121,120 @@ func withRepair(c Config, seed uint64) Config {
 	return c
 }
 
-// scheduleRepair starts every node's repair loop, each at its own phase.
+// repairBubbled: a run with repair runs the shipped repair loop in the
+// bubble (Run).
+func (c Config) repairBubbled() bool { return c.RepairEvery > 0 }
+
+// nodeName is node i's id in the topic's ensemble.
+func nodeName(i int) string { return sprintf("n%d", i) }
+
+// scheduleRepair starts every node's repair loop.
 func (s *sim) scheduleRepair() {
 	if s.cfg.RepairEvery <= 0 {
 		return
 	}
-	s.repair = &repairRun{payloads: map[stripe.ID][]byte{}, wrote: map[repairSlot]int64{}}
+	s.repair = &repairRun{payloads: map[stripe.ID][]byte{}, wrote: map[repairSlot]int64{}, catalog: meta.NewStaticCatalog()}
+	s.refreshCatalog()
 	every := int64(s.cfg.RepairEvery)
 	for _, n := range s.nodes {
-		r := &repairer{s: s, n: n, targets: map[uint64]*rtarget{}, reappended: map[stripe.ID]bool{}}
+		r := &repairer{s: s, n: n}
 		s.repair.nodes = append(s.repair.nodes, r)
-		s.at(s.now+writeStart+s.rnd.Int64N(every), r.tick)
+		s.at(s.now+writeStart+s.rnd.Int64N(every), r.start) // each at its own phase
 	}
 }
 
-// sync drops what a crash (memory) or a wipe (store) lost.
-func (r *repairer) sync() {
-	if r.inc != r.n.inc {
-		r.inc, r.repaired, r.verified, r.holes = r.n.inc, 0, 0, nil
-	}
-	if r.epoch != r.n.epoch {
-		r.epoch, r.busy = r.n.epoch, false
-		r.gapDone, r.winDone = core.Intervals{}, core.Intervals{}
-		r.targets, r.reappended = map[uint64]*rtarget{}, map[stripe.ID]bool{}
-	}
-}
-
-// tick starts a pass unless one is running or the node is down.
-func (r *repairer) tick() {
-	s := r.s
-	s.at(s.now+int64(s.cfg.RepairEvery), r.tick)
-	if !r.n.up {
+// refreshCatalog puts the sim's topic, as the simulation's params say now
+// (an alter changes them), into the repair catalog.
+func (s *sim) refreshCatalog() {
+	p := s.params
+	// During an alter (alter.go) the read delay may follow the new accept
+	// window before the window does; repair uses neither (only D, through
+	// its horizon), so the catalog's window is clamped to stay valid.
+	p.AcceptWindow = min(p.AcceptWindow, p.ReadDelay)
+	if t, err := s.repair.catalog.Topic(simTopic); err == nil && t.Params == p {
 		return
 	}
-	r.sync()
-	if r.busy {
-		return
+	ens := make([]string, s.cfg.Nodes)
+	for i := range ens {
+		ens[i] = nodeName(i)
 	}
-	r.busy = true
-	s.res.RepairPasses++
-	start := s.now
-	r.runTargets(func() {
-		r.walkSpans(core.RepairSpans(r.n.clock(), r.spanConfig()), func() {
-			r.busy = false
-			if s.repair.from > 0 && start >= s.repair.from {
-				r.clean = start > s.repair.lastWrite
-				r.finals++
-			}
-		})
-	})
-}
-
-// birth is the node's incarnation birth as it matters for the topic
-// (Topic.BirthFor).
-func (r *repairer) birth() uint64 {
-	if b := r.n.birth; b > r.s.topicCreated() {
-		return b
-	}
-	return 0
-}
-
-func (r *repairer) config() core.RepairConfig {
-	return core.RepairConfig{Params: r.s.params, Pos: r.n.id, Birth: r.birth()}
-}
-
-func (r *repairer) spanConfig() core.SpanConfig {
-	return core.SpanConfig{Created: r.s.topicCreated(), Birth: r.birth(), Repaired: r.repaired, Verified: r.verified,
-		Window: repairWindow, Horizon: int64(r.s.params.ReadDelay) + repairMargin}
-}
-
-// walkSpans walks spans in order, then calls done.
-func (r *repairer) walkSpans(spans []core.Span, done func()) {
-	if len(spans) == 0 {
-		done()
-		return
-	}
-	r.walk(spans[0], func() { r.walkSpans(spans[1:], done) })
-}
-
-// walk is actors' maintenance.walk: range by range, as core.RepairWalk says.
-func (r *repairer) walk(sp core.Span, done func()) {
-	set := &r.winDone
-	if sp.Gap {
-		set = &r.gapDone
-	}
-	w := core.NewRepairWalk(sp, set)
-	dead := map[int]bool{}
-	rc := r.config()
-	var step, walkRange func()
-	step = func() {
-		if r.targetsDue() {
-			r.runTargets(walkRange) // targetsBetweenRanges, then the next range
-			return
-		}
-		walkRange()
-	}
-	walkRange = func() {
-		cur, to, ok := w.Next()
-		if !ok {
-			r.saveMarks(sp, w.Mark(), w.TakeHoles(), done)
-			return
-		}
-		r.scanPeers(cur, to, true, dead, func(peers []core.PeerScan) {
-			local := r.local(cur, to)
-			if r.s.cfg.inject.repairReplace {
-				local = nil
-			}
-			plan := core.PlanRange(rc, cur, to, local, peers, true)
-			apply := r.applyFixes
-			if r.s.cfg.inject.repairSkipFix {
-				apply = func(_ core.RepairConfig, _ []core.Fix, cb func(bool)) { cb(true) }
-			}
-			apply(rc, plan.Fixes, func(fixed bool) {
-				if w.Settle(plan, fixed) {
-					r.saveMarks(sp, w.Mark(), w.TakeHoles(), step)
-					return
-				}
-				step()
-			})
-		})
-	}
-	step()
-}
-
-// saveMarks makes the walk's mark and holes durable behind every repair
-// write before them, then goes on.
-func (r *repairer) saveMarks(sp core.Span, mark uint64, holes []uint64, next func()) {
-	old := r.verified
-	if sp.Gap {
-		old = r.repaired
-	}
-	if mark <= old && len(holes) == 0 {
-		next()
-		return
-	}
-	r.n.durable(func() {
-		if len(holes) > 0 {
-			merged := slices.Concat(r.holes, holes)
-			slices.Sort(merged)
-			merged = slices.Compact(merged)
-			r.s.res.Holes += len(merged) - len(r.holes)
-			r.holes = merged
-			r.s.log.add("n%d repair: %d holes left unknown for good", r.n.id, len(holes))
-		}
-		if sp.Gap {
-			if mark > r.repaired {
-				r.repaired = mark
-				r.s.log.add("n%d repair: gap refilled up to %s", r.n.id, r.s.log.off(mark))
-			}
-		} else {
-			r.verified = max(r.verified, mark)
-		}
-		next()
-	})
-}
-
-// local checks the node's durable slots of [from, to) (core.CheckLocal).
-func (r *repairer) local(from, to uint64) []core.LocalSlot {
-	var out []core.LocalSlot
-	for _, e := range r.n.entries(core.RangeStart(from), from, to) {
-		out = append(out, core.CheckLocal(e.Offset, e.Shard))
-	}
-	return out
-}
-
-// scanPeers scans [from, to) on every other node (not those in dead,
-// which collects the ones that time out) and calls done with every
-// answer, unheard ones included.
-func (r *repairer) scanPeers(from, to uint64, probe bool, dead map[int]bool, done func([]core.PeerScan)) {
-	s := r.s
-	out := make([]core.PeerScan, 0, len(s.nodes)-1)
-	pending := 0
-	for _, peer := range s.nodes {
-		if peer == r.n {
-			continue
-		}
-		i := peer.id
-		if dead != nil && dead[i] {
-			out = append(out, core.PeerScan{Node: i})
-			continue
-		}
-		pending++
-		r.ask(peer, from, to, probe, func(ps core.PeerScan, timedOut bool) {
-			if timedOut && dead != nil {
-				dead[i] = true
-			}
-			out = append(out, ps)
-			pending--
-			if pending == 0 {
-				slices.SortFunc(out, func(a, b core.PeerScan) int { return a.Node - b.Node })
-				done(out)
-			}
-		})
-	}
-	if pending == 0 {
-		r.n.after(s.now, func() { done(out) })
+	t := &meta.Topic{Name: simTopic, Partitions: 1, Params: p, Ensembles: [][]string{ens}, Created: s.topicCreated()}
+	if err := s.repair.catalog.Put(t); err != nil {
+		s.violate("repair: the topic's params do not validate: %v", err)
 	}
 }
 
-// ask sends one repair scan of [from, to) to peer and calls done once,
-// with its answer or, after scanTimeout, unheard (timedOut). The request
-// and the answer are messages; a crash of this node drops the callback.
-func (r *repairer) ask(peer *node, from, to uint64, probe bool, done func(core.PeerScan, bool)) {
-	s := r.s
-	n := r.n
-	settled := false
-	finish := func(ps core.PeerScan, timedOut bool) {
-		if !settled {
-			settled = true
-			done(ps, timedOut)
-		}
-	}
-	epoch := n.epoch
-	answer := func(ps core.PeerScan) {
-		if n.epoch == epoch {
-			finish(ps, false)
-		}
-	}
-	slow := n.slow || peer.slow
-	s.send(slow, func() string { return sprintf("n%d->n%d repair scan", n.id, peer.id) },
-		func() { peer.repairScan(n, slow, from, to, probe, answer) })
-	n.after(s.now+scanTimeout, func() { finish(core.PeerScan{Node: peer.id}, true) })
-}
-
-// repairScan serves another node's repair scan (no seal: repair looks
-// only behind every accept window): OK with the durable slots, or, below
-// a reborn node's repaired mark, UNKNOWN with what it has (heard, not
-// complete).
-func (n *node) repairScan(from *node, slow bool, lo, hi uint64, probe bool, answer func(core.PeerScan)) {
+// startRepair is called at the node's start-up (startFloor): a restarted
+// node starts a fresh repair loop.
+func (n *node) startRepair() {
 	s := n.s
-	reply := func(ps core.PeerScan) {
-		s.send(slow, func() string { return sprintf("n%d->n%d repair scan reply", n.id, from.id) }, func() { answer(ps) })
-	}
-	if n.down(func() string { return sprintf("repair scan from n%d", from.id) }, func() { answer(core.PeerScan{Node: n.id}) }) {
-		return
-	}
-	o := n.owner(core.RangeStart(lo))
-	s.refreshRepaired(n, o)
-	d := o.Scan(n.clock(), lo, hi, false)
-	if d.Status != core.StatusOK {
-		reply(core.PeerScan{Node: n.id})
-		return
-	}
-	n.after(max(n.synced, s.now), func() {
-		ps := core.PeerScan{Node: n.id, Heard: true, Complete: !d.Unknown, Entries: n.entries(core.RangeStart(lo), lo, hi)}
-		if probe {
-			ps.After = n.firstAfter(hi)
-		}
-		reply(ps)
-	})
-}
-
-// refreshRepaired gives a reborn node's owner the repaired mark and holes
-// before a scan (the owner actor's refreshRepaired).
-func (s *sim) refreshRepaired(n *node, o *core.Owner) {
 	if s.repair == nil {
 		return
 	}
 	r := s.repair.nodes[n.id]
+	s.at(s.now, r.start)
+}
+
+// sync drops the marks a wipe lost.
+func (r *repairer) sync() {
+	if r.inc != r.n.inc {
+		r.inc, r.repaired, r.verified, r.dropped, r.holes = r.n.inc, 0, 0, 0, nil
+	}
+}
+
+// start kills the process of an earlier life, if still there, and starts
+// the shipped repair loop for the node's current life.
+func (r *repairer) start() {
+	s, n := r.s, r.n
+	if r.proc != nil {
+		if r.proc.epoch == n.epoch && n.up {
+			return // already running for this life
+		}
+		r.proc.die()
+		r.proc = nil
+	}
+	if !n.up || s.repair.from < 0 {
+		return
+	}
 	r.sync()
-	if r.birth() == 0 {
-		return
-	}
-	o.SetRepaired(r.repaired, r.holes)
-}
-
-// applyFixes rebuilds and writes the fixes, repairConcurrency at a time
-// (RepairConfig.Concurrency); false if any failed.
-func (r *repairer) applyFixes(rc core.RepairConfig, fixes []core.Fix, done func(bool)) {
-	if len(fixes) == 0 {
-		done(true)
-		return
-	}
-	ok := true
-	started, finished := 0, 0
-	var more func()
-	more = func() {
-		for started < len(fixes) && started-finished < repairConcurrency {
-			f := fixes[started]
-			started++
-			r.fix(rc, f, func(fixed bool) {
-				ok = ok && fixed
-				finished++
-				if finished == len(fixes) {
-					done(ok)
-					return
-				}
-				more()
-			})
-		}
-	}
-	more()
-}
-
-// fix rebuilds one shard of this node and writes it through its owner.
-func (r *repairer) fix(rc core.RepairConfig, f core.Fix, done func(bool)) {
-	s := r.s
-	r.rebuild(rc, f, func(shard []byte, err error) {
-		if err != nil {
-			s.log.add("n%d repair: cannot rebuild %s %s: %v", r.n.id, sid(f.Group.ID), s.log.off(f.Offset), err)
-			done(false)
-			return
-		}
-		s.checkRebuilt(r.n, shard)
-		r.n.repairWrite(shard, func(st core.Status) {
-			s.log.add("n%d repair write %s %s -> %s", r.n.id, sid(f.Group.ID), s.log.off(f.Offset), st)
-			done(st == core.StatusOK || st == core.StatusConflict)
-		})
-	})
-}
-
-// rebuild fetches k shards of the fix's group (a batch at a time, the next
-// sources when some fail) and rebuilds this node's shard.
-func (r *repairer) rebuild(rc core.RepairConfig, f core.Fix, done func([]byte, error)) {
-	k := r.s.params.K
-	fetched := map[int][]byte{}
-	next := 0
-	var round func()
-	round = func() {
-		if len(fetched) >= k || next >= len(f.Sources) {
-			if len(fetched) < k {
-				done(nil, fmt.Errorf("%w: fetched %d of k=%d", stripe.ErrTooFewShards, len(fetched), k))
-				return
-			}
-			if r.s.cfg.inject.repairNoProof {
-				for _, pos := range f.Sources {
-					if b, ok := fetched[pos]; ok {
-						sh, _ := stripe.Parse(b)
-						sh.Index = uint8(rc.Pos)
-						done(sh.Marshal(), nil)
-						return
-					}
-				}
-			}
-			b, err := core.RebuildShard(rc, f, fetched)
-			done(b, err)
-			return
-		}
-		batch := f.Sources[next:min(next+k-len(fetched), len(f.Sources))]
-		next += len(batch)
-		pending := len(batch)
-		for _, pos := range batch {
-			r.fetch(pos, f.Offset, func(b []byte) {
-				if b != nil {
-					if sh, err := stripe.Parse(b); err == nil && sh.SameStripe(&f.Group) {
-						fetched[pos] = b
-					}
-				}
-				pending--
-				if pending == 0 {
-					round()
-				}
-			})
-		}
-	}
-	round()
-}
-
-// fetch reads the whole shard at off from node pos (a scan of [off,
-// off+1)); nil if it did not answer or has none.
-func (r *repairer) fetch(pos int, off uint64, done func([]byte)) {
-	r.ask(r.s.nodes[pos], off, off+1, false, func(ps core.PeerScan, _ bool) {
-		if ps.Heard && len(ps.Entries) == 1 && ps.Entries[0].Offset == off {
-			done(ps.Entries[0].Shard)
-			return
-		}
-		done(nil)
-	})
-}
-
-// repairWrite carries out core.Owner.RepairWrite for a rebuilt shard:
-// answered once durable.
-func (n *node) repairWrite(b []byte, done func(core.Status)) {
-	s := n.s
-	sh, err := stripe.Parse(b)
+	s.refreshCatalog()
+	r.runs++
+	p := &repairProc{r: r, tag: sprintf("n%d.r%d", n.id, r.runs), epoch: n.epoch, birth: n.birth, dead: make(chan struct{})}
+	ctx, cancel := context.WithCancel(context.Background())
+	p.cancel = cancel
+	loop, err := nodepkg.NewRepairLoop(nodepkg.RepairLoopConfig{
+		Repair: nodepkg.RepairConfig{Interval: s.cfg.RepairEvery, Window: repairWindow, Margin: time.Duration(repairMargin),
+			RequestTimeout: time.Duration(scanTimeout), InDoubtKeep: inDoubtKeep, ScrubInterval: -1, RetentionInterval: -1,
+			Bugs: nodepkg.RepairBugs{SkipFix: s.cfg.inject.repairSkipFix, NoProof: s.cfg.inject.repairNoProof,
+				NoLocal: s.cfg.inject.repairReplace}},
+		Ports: p, Cluster: "sim", Logger: p.logger(), Passed: p.passed})
 	if err != nil {
-		s.violate("n%d: repair rebuilt an unreadable shard: %v", n.id, err)
-		done(core.StatusBadRequest)
+		panic(sprintf("sim: repair loop: %v", err))
+	}
+	r.proc = p
+	s.repair.procs = append(s.repair.procs, p)
+	s.log.add("n%d starts its repair loop (%s)", n.id, p.tag)
+	s.bubble.wg.Go(func() { loop.Run(ctx) })
+}
+
+// stopRepair ends every repair process (the run's end).
+func (s *sim) stopRepair() {
+	if s.repair == nil {
 		return
 	}
-	off := sh.Offset
-	d := n.owner(core.RangeStart(off)).RepairWrite(n.clock(), off, &sh.ShardHeader, s.cfg.inject.repairReplace)
-	switch {
-	case d.Persist:
-		n.repairAccepted(off, sh)
-		n.durable(func() {
-			n.store(off, b)
-			s.res.RepairedShards++
-			s.repair.lastWrite = s.now
-			if _, ok := s.repair.wrote[repairSlot{n.id, off}]; !ok {
-				s.repair.wrote[repairSlot{n.id, off}] = s.now
-			}
-			done(core.StatusOK)
-		})
-	case d.Barrier:
-		n.after(max(n.synced, s.now), func() { done(core.StatusOK) })
-	default:
-		done(d.Status)
+	s.repair.from = -1 // no more starts
+	for _, p := range s.repair.procs {
+		p.die()
 	}
-}
-
-// repairAccepted is node.accepted's write-once check within this life of
-// the node. A reborn node may take, by repair, another stripe's shard
-// where its earlier incarnation held one that could not have committed
-// (the walk rebuilds only decodable stripes), so the earlier incarnation
-// is not checked here.
-func (n *node) repairAccepted(off uint64, sh stripe.Shard) {
-	si := core.SlotInfo{ID: sh.ID, Index: sh.Index, DataCRC: sh.DataCRC}
-	if cur, ok := n.mem[off]; ok && cur != si {
-		n.s.violate("n%d: repair changed slot %s from %s to %s", n.id, n.s.log.off(off), sid(cur.ID), sid(si.ID))
-	}
-	n.mem[off] = si
-}
-
-// checkRebuilt: a shard repair is about to write is byte for byte the one
-// its producer (or re-appender) would have sent to this node at its
-// offset, re-encoded from the truth.
-func (s *sim) checkRebuilt(n *node, b []byte) {
-	h, err := stripe.ParseHeader(b)
-	if err != nil {
-		s.violate("n%d: repair rebuilt an unreadable shard: %v", n.id, err)
-		return
-	}
-	want, ok := s.expectShard(h.ID, h.Offset, int(h.Index))
-	switch {
-	case !ok:
-		s.violate("n%d: repair rebuilt %s at %s, which nobody sent", n.id, sid(h.ID), s.log.off(h.Offset))
-	case int(h.Index) != n.id:
-		s.violate("n%d: repair rebuilt shard %d of %s at %s, not its own", n.id, h.Index, sid(h.ID), s.log.off(h.Offset))
-	case string(want) != string(b):
-		s.violate("n%d: repair rebuilt shard %d of %s at %s, which does not re-encode to the stripe sent", n.id, h.Index,
-			sid(h.ID), s.log.off(h.Offset))
-	}
-}
-
-// expectShard re-encodes shard idx of stripe id at off from the records
-// the producer sent.
-func (s *sim) expectShard(id stripe.ID, off uint64, idx int) ([]byte, bool) {
-	payload, ok := s.repair.payloads[id]
-	if !ok {
-		vs, sent := s.truth.values[id]
-		if !sent {
-			return nil, false
-		}
-		recs := make([]stripe.Record, len(vs))
-		for i, v := range vs {
-			recs[i] = stripe.Record{Key: []byte(fmt.Sprint(int(id.Producer[0]) - 1)), Value: []byte(v)}
-		}
-		var err error
-		if payload, err = stripe.AppendBatch(nil, recs); err != nil {
-			return nil, false
-		}
-		s.repair.payloads[id] = payload
-	}
-	shards, err := stripe.Encode(id, off, s.cfg.Nodes, s.cfg.K, payload)
-	if err != nil || idx < 0 || idx >= len(shards) {
-		return nil, false
-	}
-	return shards[idx].Marshal(), true
 }
 
 // finishRepair ends a repair run: once every outage is over, the network
 // heals and the passes run until every node's horizon is past every
 // offset written, and then until every node completed finalPasses passes
 // since, the last of them started after the last repair write or
-// re-append anywhere (within finalLimit).
+// re-append anywhere (within finalLimit). It ends every repair process.
 func (s *sim) finishRepair() {
+	defer s.stopRepair()
 	if s.repair == nil || s.running() {
 		return // no repair, or stuck (reported)
 	}
@@ -612,12 +257,16 @@ func (s *sim) finishRepair() {
 	s.repair.from = until
 	s.log.add("repair: healed; every horizon past every write from %s", s.log.at(until))
 	limit := until + finalLimit
+	s.at(limit+1, func() {}) // the repair loops run on timers: keep the clock going up to the limit
 	for !s.repair.settled() {
+		if s.bubble != nil && !s.bubbleStep() {
+			continue
+		}
 		e := s.next()
 		if e == nil || e.at > limit {
 			var st []string
 			for _, r := range s.repair.nodes {
-				st = append(st, sprintf("n%d: %d passes, clean %v, busy %v", r.n.id, r.finals, r.clean, r.busy))
+				st = append(st, sprintf("n%d: %d passes, clean %v", r.n.id, r.finals, r.clean))
 			}
 			s.violate("repair: passes did not settle within %v of %s (%s)", time.Duration(finalLimit), s.log.at(until), strings.Join(st, "; "))
 			break
@@ -633,62 +282,13 @@ func (s *sim) finishRepair() {
 	}
 }
 
-// repairedVoid: with repair, a reborn node may answer for an offset its
-// earlier incarnation held once its walk settled it (below the repaired
-// mark, not a hole) and the stripe there could not have been committed:
-// with this node's old shard it has fewer than W (PlanRange's void).
-func (s *sim) repairedVoid(n *node, off uint64) bool {
-	if s.repair == nil {
-		return false
-	}
-	r := s.repair.nodes[n.id]
-	if off >= r.repaired || slices.Contains(r.holes, off) {
-		return false
-	}
-	h, err := stripe.ParseHeader(n.past[off])
-	return err == nil && len(s.holders(h.ID, off))+1 < s.params.W
-}
-
-// checkRepaired: after the final passes every acked stripe has n shards
-// (see the file comment).
-func (s *sim) checkRepaired() {
-	if s.repair == nil || s.running() {
-		return
-	}
-	for _, id := range sortedIDs(s.truth.acked) {
-		if s.wipeLost(id) {
-			continue // fewer than k shards: nothing can rebuild it (kept in doubt)
-		}
-		full := false
-		for _, off := range s.truth.offsets[id] {
-			if len(s.holders(id, off)) == s.params.N {
-				full = true
-			}
-		}
-		if full {
-			continue
-		}
-		off := s.truth.acked[id]
-		have := s.holders(id, off)
-		var missing, taken []int
-		for _, n := range s.nodes {
-			if contains(have, n.id) {
-				continue
-			}
-			missing = append(missing, n.id)
-			if b, ok := n.disk[core.RangeStart(off)][off]; ok {
-				if h, err := stripe.ParseHeader(b); err == nil && (h.ID != id || int(h.Index) != n.id) {
-					taken = append(taken, n.id)
-				}
-			}
-		}
-		if len(taken) == len(missing) {
-			s.res.RepairConflicts++
-			s.log.add("repair: %s at %s short on n%s, where other stripes hold the slots", sid(id), s.log.off(off), nodeList(taken))
-			continue
-		}
-		s.violate("repair: %s acked at %s has %d of n=%d shards after the final passes (missing on n%s)",
-			sid(id), s.log.off(off), len(have), s.params.N, nodeList(missing))
+// passed counts a pass that ran to its end (on the loop).
+func (r *repairer) passed(start int64) {
+	s := r.s
+	s.res.RepairPasses++
+	if s.repair.from > 0 && start >= s.repair.from {
+		r.clean = start > s.repair.lastWrite
+		r.finals++
 	}
 }
 
@@ -698,28 +298,4 @@ func (r *Result) repairSummary() string {
 	}
 	return sprintf(" repair-passes=%d repaired=%d repair-conflicts=%d reappended=%d holes=%d",
 		r.RepairPasses, r.RepairedShards, r.RepairConflicts, r.Reappended, r.Holes)
-}
-
-// heldFirst keeps the holders whose shard at off repair did not write
-// (progress.go): a reader that heard a node empty there does not ask it
-// again, so a shard repaired later does not make the stripe readable to
-// it; the stripe reaches it through a re-append (reappend.go), in repair
-// time, which the progress bound does not cover.
-func (s *sim) heldFirst(holders []int, off uint64) []int {
-	if s.repair == nil {
-		return holders
-	}
-	var out []int
-	for _, h := range holders {
-		if _, ok := s.repair.wrote[repairSlot{h, off}]; !ok {
-			out = append(out, h)
-		}
-	}
-	return out
-}
-
-// repairSlot names one node's slot.
-type repairSlot struct {
-	node int
-	off  uint64
 }

@@ -61,9 +61,10 @@ type sim struct {
 
 // Run plays one scenario and checks it. The same Config gives the same
 // Result, log included. A scenario with shipped drivers (the fan-out
-// lease holders) runs in a testing/synctest bubble under t (bubble.go).
+// lease holders, the nodes' repair loops) runs in a testing/synctest
+// bubble under t (bubble.go).
 func Run(t *testing.T, cfg Config) Result {
-	if cfg.Lease.Holders == 0 {
+	if cfg.Lease.Holders == 0 && !cfg.repairBubbled() {
 		return run(cfg, nil)
 	}
 	var res Result
