@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/raidq/raidq/actors/core"
+	"github.com/raidq/raidq/actors/drillhooks"
 	"github.com/raidq/raidq/stripe/quorum"
 )
 
@@ -222,10 +223,9 @@ type bugs struct {
 	// reader re-creates fixed read-path bugs inside core.Reader itself
 	// (the findings 1, 2, 3 and 6), to show the checks catch them.
 	reader core.ReaderBugs
-	// Consumer groups (group.go).
-	claimEarly   bool // claim partitions PlanGroup says to Wait for (no revoke before assign)
-	beatClock    bool // judge members by the heartbeat time they wrote, on the observer's clock
-	commitPastLW bool // commit the processed position, not capped at the reader's LowWater
+	// Consumer groups: fixed mistakes of the shipped member, re-created
+	// in it (group.go, drillhooks.GroupBugs).
+	group drillhooks.GroupBugs
 	// Fan-out lease (lease.go): judge a lease lapsed when the observer's
 	// clock passes the expiry the holder wrote with its own clock.
 	leaseExpiry bool

@@ -11,9 +11,11 @@
 // actors/fanout's Manager itself, run in a testing/synctest bubble whose
 // fake clock is the simulation's true time, its ports (KV, readers, bus)
 // simulated (bubble.go, lease.go, lease_ports.go). Run takes the test's
-// *testing.T for that bubble. The other drivers (producers' writers,
-// readers, nodes, repair, group members) are still modelled around their
-// cores in this package.
+// *testing.T for that bubble. So are the consumer group's members: the
+// root package's Consumer, started by actors/drillhooks.GroupConsumer
+// over simulated ports (group.go, group_ports.go). The other drivers
+// (producers' writers, readers, nodes, repair) are still modelled around
+// their cores in this package.
 //
 // Run(cfg) plays one scenario and checks the properties the protocol
 // promises: every acked record delivered by every reader, nothing invented,
@@ -24,7 +26,7 @@
 // (checked as they happen), within the fault model no failed send, and
 // progress: every acked record delivered by every reader within a bound of
 // becoming readable (progress.go). Beside the fan-out readers, a run may
-// have a consumer group (group.go, group_plan.go, group_check.go), the
+// have a consumer group (group.go, group_ports.go, group_check.go), the
 // fan-out lease's holders (lease.go), both over the metadata KV (kv.go),
 // wiped nodes reborn as new incarnations (wipe.go), and the nodes' repair
 // loop with the in-doubt re-append (repair.go, reappend.go); each file

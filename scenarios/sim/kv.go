@@ -63,6 +63,10 @@ type kvOp struct {
 	key  string // the key, or the prefix of a List
 	val  any
 	rev  uint64 // Update: the revision the key must have
+	// issued runs on the loop when the client sends op, applied when the
+	// KV applies it (a write that succeeded): the group checks' view of
+	// the position records' writes (group_ports.go).
+	issued, applied func()
 }
 
 func (op kvOp) String() string { return kvKindNames[op.kind] + " " + op.key }
@@ -219,6 +223,9 @@ func (kv *kvStore) apply(client string, op kvOp, late bool) kvReply {
 		kv.seq++
 		kv.data[op.key] = kvEntry{val: op.val, rev: kv.seq}
 		rep.rev = kv.seq
+		if op.applied != nil {
+			op.applied()
+		}
 	}
 	if op.kind != kvGet && op.kind != kvList {
 		note := ""

@@ -205,6 +205,7 @@ func (s *sim) stopDrivers() {
 			in.die()
 		}
 	}
+	s.stopGroup()
 	s.bubble.wg.Wait()
 }
 

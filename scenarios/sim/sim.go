@@ -61,10 +61,10 @@ type sim struct {
 
 // Run plays one scenario and checks it. The same Config gives the same
 // Result, log included. A scenario with shipped drivers (the fan-out
-// lease holders, the nodes' repair loops) runs in a testing/synctest
-// bubble under t (bubble.go).
+// lease holders, the nodes' repair loops, the group members) runs in a
+// testing/synctest bubble under t (bubble.go).
 func Run(t *testing.T, cfg Config) Result {
-	if cfg.Lease.Holders == 0 && !cfg.repairBubbled() {
+	if cfg.Lease.Holders == 0 && !cfg.repairBubbled() && cfg.Group.Members == 0 {
 		return run(cfg, nil)
 	}
 	var res Result

@@ -2,7 +2,9 @@ package sim
 
 import (
 	"flag"
+
 	"github.com/raidq/raidq/actors/core"
+	"github.com/raidq/raidq/actors/drillhooks"
 	"strings"
 	"testing"
 	"time"
@@ -271,9 +273,12 @@ func TestSimCatchesBugs(t *testing.T) {
 		// Finding 4: the birth from the node's clock, behind by seconds.
 		{name: "finding 4: a wiped node's birth from its own clock", bug: bugs{birthOwnClock: true}, config: wipeConfig},
 		// Consumer groups and the fan-out lease (group.go, lease.go).
-		{name: "group: claim without waiting for the release", bug: bugs{claimEarly: true}, config: rejoinConfig},
-		{name: "group: liveness from the heartbeat times members wrote", bug: bugs{beatClock: true}, config: skewedGroupConfig},
-		{name: "group: commit past the reader's LowWater", bug: bugs{commitPastLW: true}, config: inDoubtGroupConfig},
+		// Consumer groups: the shipped member's fixed mistakes (drillhooks.GroupBugs).
+		{name: "group: claim without waiting for the release", bug: bugs{group: drillhooks.GroupBugs{ClaimEarly: true}}, config: rejoinConfig},
+		{name: "group: commit past the reader's LowWater", bug: bugs{group: drillhooks.GroupBugs{CommitPastLowWater: true}},
+			config: inDoubtGroupConfig},
+		{name: "group: a message handed over after its partition's release", bug: bugs{group: drillhooks.GroupBugs{HandOverRace: true}},
+			config: rejoinConfig},
 		{name: "lease: lapsed by the expiry its holder wrote", bug: bugs{leaseExpiry: true}, config: leaseConfig},
 		// Repair (repair.go): ranges settled without their fixes.
 		{name: "repair: ranges settled without fixing", bug: bugs{repairSkipFix: true}, config: repairConfig},

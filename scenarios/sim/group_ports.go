@@ -1,0 +1,344 @@
+package sim
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/raidq/raidq/actors"
+	"github.com/raidq/raidq/actors/core"
+	"github.com/raidq/raidq/actors/drillhooks"
+	"github.com/raidq/raidq/bus/meta"
+)
+
+// The ports of one member process (minc): meta.GroupKV over the simulated
+// KV, the partition readers (holding: a simulated reader feeding the
+// member's sink) and the logger. Methods run on the process's goroutines;
+// what touches the simulation goes to the loop through bubble.post.
+
+// kvCall sends op through the simulated KV as this process and waits for
+// the reply, ctx's deadline, or the process's death. applied, if set,
+// runs on the loop when the KV applies op (the checks' view of writes).
+func (in *minc) kvCall(ctx context.Context, op kvOp) kvReply {
+	if in.isDead() {
+		return kvReply{err: errDead}
+	}
+	timeout := int64(time.Second)
+	if dl, ok := ctx.Deadline(); ok {
+		timeout = int64(time.Until(dl))
+	}
+	reply := make(chan kvReply, 1)
+	s := in.m.s
+	s.bubble.post(in.tag, in.calls.Add(1), func() {
+		if in.isDead() {
+			reply <- kvReply{err: errDead}
+			return
+		}
+		if op.issued != nil {
+			op.issued()
+		}
+		s.kv.call(in.m.name, op, timeout, func(rep kvReply) { reply <- rep })
+	})
+	select {
+	case rep := <-reply:
+		return rep
+	case <-ctx.Done():
+		return kvReply{err: fmt.Errorf("%w: %w", errKVTimeout, ctx.Err())}
+	case <-in.dead:
+		return kvReply{err: errDead}
+	}
+}
+
+func posKey(p int) string { return posPrefix + strconv.Itoa(p) }
+
+func (in *minc) GroupHeartbeat(ctx context.Context, group, topic, member string, now time.Time, session time.Duration) error {
+	return in.kvCall(ctx, kvOp{kind: kvPut, key: memberPrefix + member, val: memberRec{heartbeat: now.UnixNano(), session: int64(session)}}).err
+}
+
+func (in *minc) GroupBeats(ctx context.Context, group, topic string) (map[string]meta.MemberBeat, error) {
+	rep := in.kvCall(ctx, kvOp{kind: kvList, key: memberPrefix})
+	if rep.err != nil {
+		return nil, rep.err
+	}
+	out := make(map[string]meta.MemberBeat, len(rep.list))
+	for k, e := range rep.list {
+		out[k[len(memberPrefix):]] = meta.MemberBeat{Revision: e.rev, Session: time.Duration(e.val.(memberRec).session)}
+	}
+	return out, nil
+}
+
+func (in *minc) GroupBeat(ctx context.Context, group, topic, member string) (meta.MemberBeat, bool, error) {
+	rep := in.kvCall(ctx, kvOp{kind: kvGet, key: memberPrefix + member})
+	if rep.err != nil || !rep.found {
+		return meta.MemberBeat{}, false, rep.err
+	}
+	return meta.MemberBeat{Revision: rep.entry.rev, Session: time.Duration(rep.entry.val.(memberRec).session)}, true, nil
+}
+
+func (in *minc) GroupPositions(ctx context.Context, group, topic string) (map[int]meta.PositionEntry, error) {
+	rep := in.kvCall(ctx, kvOp{kind: kvList, key: posPrefix})
+	if rep.err != nil {
+		return nil, rep.err
+	}
+	out := make(map[int]meta.PositionEntry, len(rep.list))
+	for k, e := range rep.list {
+		p, err := strconv.Atoi(k[len(posPrefix):])
+		if err != nil {
+			continue
+		}
+		out[p] = meta.PositionEntry{Pos: e.val.(meta.GroupPosition), Rev: e.rev}
+	}
+	return out, nil
+}
+
+func (in *minc) Position(ctx context.Context, group, topic string, p int) (meta.GroupPosition, uint64, error) {
+	rep := in.kvCall(ctx, kvOp{kind: kvGet, key: posKey(p)})
+	if rep.err != nil || !rep.found {
+		return meta.GroupPosition{}, 0, rep.err
+	}
+	return rep.entry.val.(meta.GroupPosition), rep.entry.rev, nil
+}
+
+// CommitPosition is bus/meta's: Create at revision 0, else Update. The
+// checks see it when the loop sends it (issued) and when the KV applies
+// it (applied).
+func (in *minc) CommitPosition(ctx context.Context, group, topic string, p int, pos meta.GroupPosition, rev uint64) (uint64, error) {
+	g := in.m.g
+	op := kvOp{kind: kvUpdate, key: posKey(p), val: pos, rev: rev}
+	if rev == 0 {
+		op.kind = kvCreate
+	}
+	op.issued = func() { g.issued(in, p, pos) }
+	op.applied = func() { g.applied(in, p, pos) }
+	rep := in.kvCall(ctx, op)
+	if rep.err == errKVFenced {
+		s := in.m.s
+		s.bubble.post(in.tag, in.calls.Add(1), func() { s.res.Fenced++ })
+		return 0, fmt.Errorf("%w: group %s topic %s partition %d", meta.ErrFenced, group, topic, p)
+	}
+	return rep.rev, rep.err
+}
+
+func (in *minc) LeaveGroup(ctx context.Context, group, topic, member string) error {
+	return in.kvCall(ctx, kvOp{kind: kvDelete, key: memberPrefix + member}).err
+}
+
+func (in *minc) KafkaGroupExists(ctx context.Context, name string) (bool, error) {
+	rep := in.kvCall(ctx, kvOp{kind: kvGet, key: "kafka." + name})
+	return rep.found, rep.err
+}
+
+// holding is one partition reader of a member process: a simulated
+// reader (reader.go) whose deliveries go to the member's sink, one batch
+// at a time on a goroutine of its own (pump); the reader scans no further
+// until the sink returns. LowWater and Handed answer from snapshots the
+// loop keeps.
+type holding struct {
+	m       *member
+	in      *minc
+	p       int
+	gen     int // numbers the group's readers
+	r       *reader
+	stopped bool            // closed (or its process died): loop-owned
+	pending []core.Delivery // the batch in the sink: loop-owned
+	maxNext core.Position   // after the highest position it delivered (loop-owned)
+	sink    func([]core.Delivery)
+	batches chan []core.Delivery
+	quit    chan struct{}
+	once    sync.Once
+	calls   uint64 // the pump's posts
+
+	mu     sync.Mutex
+	low    core.Position
+	handed uint64
+}
+
+// NewReader starts a simulated reader of cfg.Partition from cfg.From (and
+// cfg.Warm before it) on the loop, and its pump here.
+func (in *minc) NewReader(cfg actors.ReaderConfig) (drillhooks.PartitionReader, error) {
+	if in.isDead() {
+		return nil, errDead
+	}
+	s, g := in.m.s, in.m.g
+	h := &holding{m: in.m, in: in, p: cfg.Partition, sink: cfg.Sink, batches: make(chan []core.Delivery, 1), quit: make(chan struct{}),
+		low: cfg.From}
+	done := make(chan struct{})
+	s.bubble.post(in.tag, in.calls.Add(1), func() {
+		g.startReader(h, cfg)
+		close(done)
+	})
+	select {
+	case <-done:
+	case <-in.dead:
+		return nil, errDead
+	}
+	s.bubble.wg.Go(h.pump)
+	return h, nil
+}
+
+// startReader builds h's simulated reader (on the loop).
+func (g *group) startReader(h *holding, cfg actors.ReaderConfig) {
+	s, m := g.s, h.m
+	g.gens++
+	h.gen = g.gens
+	rc := s.readerConfig()
+	if cfg.Warm > 0 {
+		rc.Warm = uint64(cfg.Warm)
+	}
+	from := cfg.From
+	h.r = &reader{s: s, id: -1, name: sprintf("%s.p%d#%d", h.in.id, h.p, h.gen), skew: m.skew, start: from,
+		r: core.NewReader(rc, from), resumes: []core.Position{from}, started: []int64{s.now},
+		suspect: make([]bool, s.cfg.Nodes), open: map[uint64]bool{}, member: h}
+	h.in.last[h.p] = h
+	if h.in.isDead() {
+		h.stopped = true
+		return
+	}
+	if m.inc == h.in {
+		m.parts[h.p] = h
+	}
+	s.log.add("%s reads p%d from %s (warm %v)", h.r.name, h.p, s.log.pos(from), cfg.Warm)
+	h.r.wakeAt(s.now)
+}
+
+// pump hands the reader's batches to the sink until the reader closes.
+func (h *holding) pump() {
+	s := h.m.s
+	for {
+		select {
+		case b := <-h.batches:
+			h.sink(b)
+			h.calls++
+			s.bubble.post(h.r.name, h.calls, func() {
+				h.pending = nil
+				if !h.stopped {
+					h.r.wakeAt(s.now)
+				}
+			})
+		case <-h.quit:
+			return
+		}
+	}
+}
+
+func (h *holding) LowWater() core.Position {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.low
+}
+
+func (h *holding) Handed() uint64 {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.handed
+}
+
+// Close stops the reader (on the loop, unless the process is dead: its
+// readers stopped with it) and its pump.
+func (h *holding) Close() {
+	h.once.Do(func() { close(h.quit) })
+	in := h.in
+	if in.isDead() {
+		return
+	}
+	done := make(chan struct{})
+	in.m.s.bubble.post(in.tag, in.calls.Add(1), func() {
+		h.stop()
+		close(done)
+	})
+	select {
+	case <-done:
+	case <-in.dead:
+	}
+}
+
+// reading reports whether the reader may scan on: not closed, and its
+// last batch out of the sink.
+func (h *holding) reading() bool { return !h.stopped && len(h.pending) == 0 }
+
+// stop ends the reader (on the loop).
+func (h *holding) stop() {
+	if h.stopped {
+		return
+	}
+	h.stopped = true
+	h.r.cur = nil
+	h.r.wake++
+	if h.m.parts[h.p] == h {
+		delete(h.m.parts, h.p)
+	}
+	h.m.s.log.add("%s closed", h.r.name)
+}
+
+// took hands a scan's output to the member: the snapshots move, and a
+// batch of deliveries goes to the pump.
+func (h *holding) took(out core.Output) {
+	s := h.m.s
+	for _, d := range out.InDoubt {
+		s.log.add("%s IN-DOUBT %s %s seen=%d unheard=%s", h.r.name, sid(d.Stripe), s.log.off(d.Offset), d.Seen, nodeList(d.Unheard))
+	}
+	h.mu.Lock()
+	h.low = h.r.r.LowWater()
+	if n := len(out.Deliveries); n > 0 {
+		h.handed = max(h.handed, out.Deliveries[n-1].Pos.Offset)
+	}
+	h.mu.Unlock()
+	if len(out.Deliveries) == 0 || h.stopped {
+		return
+	}
+	for _, d := range out.Deliveries {
+		h.maxNext = maxPos(h.maxNext, core.Position{Offset: d.Pos.Offset, Index: d.Pos.Index + 1})
+	}
+	h.pending = out.Deliveries
+	h.batches <- out.Deliveries
+}
+
+// logger writes the process's log lines into the op log, on the loop, in
+// the order the calls are settled; the loop reads the member's pauses and
+// counts from them.
+func (in *minc) logger() *slog.Logger { return slog.New(&memberLog{in: in}) }
+
+type memberLog struct {
+	in    *minc
+	attrs []slog.Attr
+}
+
+func (h *memberLog) Enabled(_ context.Context, l slog.Level) bool { return l >= slog.LevelInfo }
+
+func (h *memberLog) Handle(_ context.Context, r slog.Record) error {
+	in := h.in
+	if in.isDead() {
+		return nil
+	}
+	var b strings.Builder
+	b.WriteString(r.Message)
+	add := func(a slog.Attr) bool {
+		if a.Key != "group" && a.Key != "topic" && a.Key != "member" {
+			fmt.Fprintf(&b, " %s=%v", a.Key, a.Value)
+		}
+		return true
+	}
+	for _, a := range h.attrs {
+		add(a)
+	}
+	r.Attrs(add)
+	line, msg := b.String(), r.Message
+	in.m.s.bubble.postLog(in.tag, line, func() {
+		if in.isDead() {
+			return
+		}
+		in.m.s.log.add("%s: %s", in.tag, line)
+		in.m.g.noted(in, msg)
+	})
+	return nil
+}
+
+func (h *memberLog) WithAttrs(as []slog.Attr) slog.Handler {
+	return &memberLog{in: h.in, attrs: append(h.attrs[:len(h.attrs):len(h.attrs)], as...)}
+}
+
+func (h *memberLog) WithGroup(string) slog.Handler { return h }
