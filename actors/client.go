@@ -22,6 +22,9 @@ import (
 type ClientConfig struct {
 	Cluster string
 	Conn    *nats.Conn // not closed by the client
+	// Bus, if set, is the way to the nodes instead of Conn (a simulated
+	// bus: scenarios/sim); NodeConn is then not asked.
+	Bus     Bus
 	Catalog meta.Catalog
 	Logger  *slog.Logger
 	// Now is the client clock in unix ns; nil = time.Now. Tests and
@@ -103,15 +106,19 @@ func (c *Client) link(node string) (*link, error) {
 		c.mu.Unlock()
 		return nil, fmt.Errorf("client: %w", core.ErrClosed)
 	}
-	l, err := newLink(c.system, node, c.cfg.Conn, c.cfg.NodeConn, c.cfg.Link) // no network round trip
+	nodeConn := c.cfg.NodeConn
+	if c.cfg.Bus != nil {
+		nodeConn = nil
+	}
+	l, err := newLink(c.system, node, c.bus(), nodeConn, c.cfg.Link) // no network round trip
 	if err != nil {
 		c.mu.Unlock()
 		return nil, err
 	}
 	c.links[node] = l
 	c.mu.Unlock()
-	if c.cfg.NodeConn != nil {
-		l.offer(c.cfg.NodeConn(node))
+	if nodeConn != nil {
+		l.offer(nodeConn(node))
 	}
 	return l, nil
 }

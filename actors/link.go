@@ -79,7 +79,7 @@ type linkPending struct {
 // Timeout has passed (the sweeper then drops it).
 type link struct {
 	node string
-	main *nats.Conn // the client's connection
+	main Bus // the client's connection (ClientConfig.Bus or Conn)
 	cfg  LinkConfig
 	sys  *actor.ActorSystem
 	done chan struct{}
@@ -90,7 +90,7 @@ type link struct {
 	replying sync.WaitGroup
 
 	mu      sync.Mutex
-	nc      *nats.Conn // requests go over nc; their replies come to inbox (sub)
+	nc      Bus // requests go over nc; their replies come to inbox (sub)
 	inbox   string
 	sub     *nats.Subscription
 	retired []retiredSub // the subscriptions on a connection left (offer)
@@ -121,7 +121,7 @@ const nodeConnRecheck = 100 * time.Millisecond
 // newLink subscribes to the link's reply inbox on main and starts its
 // timeout sweeper. With nodeConn set, the link waits for NodeConn's first
 // answer: the caller asks it and hands the answer to offer.
-func newLink(sys *actor.ActorSystem, node string, main *nats.Conn, nodeConn func(string) *nats.Conn, cfg LinkConfig) (*link, error) {
+func newLink(sys *actor.ActorSystem, node string, main Bus, nodeConn func(string) *nats.Conn, cfg LinkConfig) (*link, error) {
 	if cfg.MaxInflight <= 0 {
 		cfg.MaxInflight = 4096
 	}
@@ -147,7 +147,7 @@ func newLink(sys *actor.ActorSystem, node string, main *nats.Conn, nodeConn func
 // on. It clears asking. (Subscribing is no network round trip: nats.go
 // buffers it.)
 func (l *link) offer(nc *nats.Conn) {
-	if nc == nil || nc == l.main {
+	if nc == nil || Bus(nc) == l.main {
 		l.mu.Lock()
 		l.asking = false
 		if nc == nil {
@@ -178,7 +178,7 @@ func (l *link) offer(nc *nats.Conn) {
 }
 
 // conn is the connection the link's requests go over now.
-func (l *link) conn() *nats.Conn {
+func (l *link) conn() Bus {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.nc

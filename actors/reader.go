@@ -373,7 +373,7 @@ func (a *readerActor) report(out core.Output) {
 		// The nodes' repair loops re-append it if it proves decodable later.
 		r := bus.InDoubtReport{Topic: a.topic.Name, Partition: uint32(a.cfg.Partition), Offset: d.Offset,
 			Producer: d.Stripe.Producer, Seq: d.Stripe.Seq}
-		_ = a.c.cfg.Conn.Publish(a.c.subjects.InDoubt(a.topic.Name, uint32(a.cfg.Partition)), r.Marshal())
+		_ = a.c.bus().Publish(a.c.subjects.InDoubt(a.topic.Name, uint32(a.cfg.Partition)), r.Marshal())
 	}
 	for _, c := range out.Corrupt {
 		a.log.Warn("corrupt shard treated as missing", "offset", c.Offset, "position", c.Node, "err", c.Err)
