@@ -135,8 +135,18 @@ type CoordinatorConfig struct {
 	// ValidPartition says whether a commit's partition exists (nil: all
 	// do); others get UNKNOWN_TOPIC_OR_PARTITION.
 	ValidPartition func(topic string, partition int32) bool
+	// Bugs re-creates mistakes on purpose, for the tests that show the
+	// simulation (scenarios/sim/kafka_group.go) catches them. Zero: none.
+	Bugs CoordinatorBugs
 
 	manualTick bool // tests: no ticker; they call tick
+}
+
+// CoordinatorBugs are deliberate mistakes, for tests only.
+type CoordinatorBugs struct {
+	// TakeoverWithoutOffsets: a gateway that loads a group's record takes
+	// its members and generation but not its committed offsets.
+	TakeoverWithoutOffsets bool
 }
 
 // ErrGroupsUnwritten: Close could not write every group's state.
