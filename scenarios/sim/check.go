@@ -26,6 +26,7 @@ func (s *sim) check() {
 	s.checkSettled()
 	s.checkGrid() // grid.go
 	s.checkLease()
+	s.checkKafka()
 	s.checkGroup()
 	s.res.KVCalls, s.res.KVFailed = s.kv.calls, s.kv.failed
 }

@@ -82,6 +82,9 @@ type Config struct {
 	KV    KVConfig
 	Group GroupConfig
 	Lease LeaseConfig
+	// Kafka: gateways running the shipped Kafka group coordinator and a
+	// group's consumers (kafka_group.go).
+	Kafka KafkaConfig
 	// Wipes: nodes that crash, lose their whole store and restart as a new
 	// incarnation (wipe.go), each with its clock set back by up to
 	// WipeClockBack (a replacement machine not yet synced).
@@ -119,6 +122,20 @@ type KVConfig struct {
 	MaxStall time.Duration // longest stall
 	Drop     float64       // probability that a KV request or reply is lost
 	LostAcks float64       // probability that a write is applied but its reply lost
+	// PartialLists: the probability that a List runs for up to ListTime
+	// and quietly misses every key written while it runs (a JetStream key
+	// listing ends by pending counts).
+	PartialLists float64
+	ListTime     time.Duration
+	// MaxStale > 0: stale reads. For StaleFor after each stall and after
+	// each cut-off (the client cut off), and in StaleWindows random windows
+	// of StaleFor for one client, half the Gets and Lists answer from the
+	// KV as it was when the fault began, at most MaxStale before (a lagging
+	// replica, a former leader resuming); writes always apply to the
+	// current state.
+	MaxStale     time.Duration
+	StaleFor     time.Duration
+	StaleWindows int
 }
 
 // GroupConfig is one consumer group reading the partition (group.go).
@@ -283,6 +300,12 @@ func (c Config) String() string {
 	}
 	if c.KV != (KVConfig{}) {
 		s += fmt.Sprintf(" kv-stalls=%d<=%v kv-drop=%.3f kv-lost-acks=%.3f", c.KV.Stalls, c.KV.MaxStall, c.KV.Drop, c.KV.LostAcks)
+		if k := c.KV; k.PartialLists > 0 {
+			s += fmt.Sprintf(" kv-partial=%.2f<=%v", k.PartialLists, k.ListTime)
+		}
+		if k := c.KV; k.MaxStale > 0 {
+			s += fmt.Sprintf(" kv-stale<=%v for=%v windows=%d", k.MaxStale, k.StaleFor, k.StaleWindows)
+		}
 	}
 	if g := c.Group; g.Members > 0 {
 		s += fmt.Sprintf(" group=%d session=%v commit=%v skew=±%v drift=±%dppm crashes=%d leaves=%d cut-offs=%d<=%v gaps=%s",
@@ -333,6 +356,8 @@ type Result struct {
 	MaxLag                 time.Duration // longest readable-to-delivered time of an acked record (progress.go)
 	KVCalls, KVFailed      int           // metadata KV calls; those that failed or timed out
 	KVStalls, KVCutOffs    int           // KV stalls; clients cut off from the KV
+	KVPartialLists         int           // KV listings that missed keys written while they ran
+	KVStaleReads           int           // KV reads answered from an old state
 	// Consumer group (group.go).
 	GroupDelivered int // records the group's members delivered
 	GroupDups      int // records the group delivered more than once (at-least-once across failures)

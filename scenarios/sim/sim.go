@@ -43,6 +43,7 @@ type sim struct {
 
 	kv    *kvStore  // the metadata KV (kv.go)
 	lease *leaseRun // the fan-out lease holders (lease.go), if any
+	kafka *kafkaRun // the Kafka gateways' group coordinators (kafka_group.go), if any
 	// bubble runs the shipped drivers (bubble.go); nil when the run has none.
 	bubble *bubble
 	group  *group // the consumer group (group.go), if any
@@ -61,10 +62,16 @@ type sim struct {
 
 // Run plays one scenario and checks it. The same Config gives the same
 // Result, log included. A scenario with shipped drivers (the fan-out
-// lease holders, the nodes' repair loops, the group members) runs in a
-// testing/synctest bubble under t (bubble.go).
+// lease holders, the nodes' repair loops, the group members, the Kafka
+// group coordinators) runs in a testing/synctest bubble under t
+// (bubble.go).
 func Run(t *testing.T, cfg Config) Result {
-	if cfg.Lease.Holders == 0 && !cfg.repairBubbled() && cfg.Group.Members == 0 {
+	if cfg.Readers > 0 { // the fan-out readers are the shipped reader (reader.go)
+		var res Result
+		synctest.Test(t, func(*testing.T) { res = run(cfg, newBubble()) })
+		return res
+	}
+	if !cfg.bubbled() && !cfg.repairBubbled() && cfg.Group.Members == 0 {
 		return run(cfg, nil)
 	}
 	var res Result
@@ -82,6 +89,7 @@ func run(cfg Config, b *bubble) Result {
 	}
 	s.schedule()
 	s.loop()
+	s.stopReaders() // a stuck run's readers (reader.go)
 	s.finishRepair()
 	s.check()
 	s.res.SimTime = time.Duration(s.now - epoch0)
@@ -141,6 +149,9 @@ func (s *sim) schedule() {
 	if s.cfg.Lease.Holders > 0 {
 		s.scheduleLease()
 	}
+	if s.cfg.Kafka.Gateways > 0 {
+		s.scheduleKafka()
+	}
 	if s.cfg.Group.Members > 0 {
 		s.scheduleGroup()
 	}
@@ -150,7 +161,8 @@ func (s *sim) schedule() {
 
 // running reports whether anything is still to finish.
 func (s *sim) running() bool {
-	return s.prodsLeft > 0 || s.readersLeft > 0 || (s.lease != nil && !s.lease.done) || (s.group != nil && !s.group.done)
+	return s.prodsLeft > 0 || s.readersLeft > 0 || (s.lease != nil && !s.lease.done) || (s.group != nil && !s.group.done) ||
+		(s.kafka != nil && !s.kafka.done)
 }
 
 // loop runs events until every producer and reader is done or the run is
