@@ -50,6 +50,19 @@ type ReaderConfig struct {
 	Sink func([]core.Delivery)
 	// OnReport receives the reader's in-doubt/corrupt/stall reports (optional).
 	OnReport func(core.Output)
+	// Bugs re-creates fixed mistakes of the reader actor, for the
+	// simulation's tests only (scenarios/sim TestSimCatchesBugs); the read
+	// path's own live in Core.Bugs (core.ReaderBugs). Zero in production.
+	Bugs ReaderBugs
+}
+
+// ReaderBugs are fixed mistakes of the reader actor, re-created for the
+// simulation's tests only.
+type ReaderBugs struct {
+	// UnheardAsEmpty takes a node whose scan failed (no reply in time, no
+	// responders, a bad page) for one that answered with nothing up to the
+	// scan's end.
+	UnheardAsEmpty bool
 }
 
 // DefaultReaderPoll is ReaderConfig.Poll's default for the default
@@ -99,6 +112,7 @@ type readerActor struct {
 type readerStats struct {
 	mu       sync.Mutex
 	low      core.Position // core.Reader.LowWater
+	pos      core.Position // core.Reader.Pos
 	deferred int
 	// handed is the scanned frontier whose deliveries the sink has taken:
 	// every record the reader could read below it was handed over.
@@ -118,6 +132,15 @@ func (r *Reader) LowWater() core.Position {
 	r.stats.mu.Lock()
 	defer r.stats.mu.Unlock()
 	return r.stats.low
+}
+
+// Pos is the position the reader delivers next (core.Reader.Pos): every
+// record before it was delivered, passed as void, or is deferred in
+// doubt (LowWater).
+func (r *Reader) Pos() core.Position {
+	r.stats.mu.Lock()
+	defer r.stats.mu.Unlock()
+	return r.stats.pos
 }
 
 // Handed is the offset below which every record the reader could read
@@ -142,9 +165,9 @@ func (s *readerStats) setHanded(f uint64) {
 	s.mu.Unlock()
 }
 
-func (s *readerStats) set(low core.Position, deferred int) {
+func (s *readerStats) set(low, pos core.Position, deferred int) {
 	s.mu.Lock()
-	s.low, s.deferred = low, deferred
+	s.low, s.pos, s.deferred = low, pos, deferred
 	s.mu.Unlock()
 }
 
@@ -180,7 +203,7 @@ func (c *Client) NewReader(cfg ReaderConfig) (*Reader, error) {
 	ra := &readerActor{c: c, topic: t, cfg: cfg, core: core.NewReader(cfg.Core, cfg.From),
 		log: c.cfg.Logger.With("topic", t.Name, "partition", cfg.Partition), m: c.metrics.Reader(t.Name, cfg.Partition),
 		stats: &readerStats{}, suspect: make([]atomic.Bool, t.Params.N)}
-	ra.stats.set(ra.core.LowWater(), 0)
+	ra.stats.set(ra.core.LowWater(), ra.core.Pos(), 0)
 	pid, err := c.spawn(actorsys.Props(c.pool, func() actor.Actor { return ra }))
 	if err != nil {
 		return nil, err
@@ -335,7 +358,7 @@ func (a *readerActor) applyScan(m *scanDone) {
 	if out.Short {
 		a.holdMain = time.Now().Add(a.poll())
 	}
-	a.stats.set(a.core.LowWater(), a.core.Deferred())
+	a.stats.set(a.core.LowWater(), a.core.Pos(), a.core.Deferred())
 	a.report(out)
 	if len(out.Deliveries) == 0 {
 		a.stats.setHanded(a.core.Frontier())
@@ -410,6 +433,15 @@ func (a *readerActor) scanAll(sc core.Scan) []core.NodeResult {
 // link's health: the link is shared with producers and other readers, and
 // only this reader's own scans decide how long it waits for the node.
 func (a *readerActor) scanNode(sc core.Scan, pos int) core.NodeResult {
+	res := a.scanPages(sc, pos)
+	if !res.Heard && a.cfg.Bugs.UnheardAsEmpty {
+		return core.NodeResult{Node: pos, Heard: true, Closed: sc.To}
+	}
+	return res
+}
+
+// scanPages runs scanNode's pages.
+func (a *readerActor) scanPages(sc core.Scan, pos int) core.NodeResult {
 	node := a.topic.Ensembles[a.cfg.Partition][pos]
 	subj := a.c.subjects.Scan(node, a.topic.Name, uint32(a.cfg.Partition))
 	res := core.NodeResult{Node: pos}

@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/raidq/raidq/actors"
@@ -16,8 +15,8 @@ import (
 )
 
 // The ports of one member process (minc): meta.GroupKV over the simulated
-// KV, the partition readers (holding: a simulated reader feeding the
-// member's sink) and the logger. Methods run on the process's goroutines;
+// KV, the partition readers (holding: the shipped reader over the
+// simulated bus, feeding the member's sink) and the logger. Methods run on the process's goroutines;
 // what touches the simulation goes to the loop through bubble.post.
 
 // kvCall sends op through the simulated KV as this process and waits for
@@ -132,11 +131,11 @@ func (in *minc) KafkaGroupExists(ctx context.Context, name string) (bool, error)
 	return rep.found, rep.err
 }
 
-// holding is one partition reader of a member process: a simulated
-// reader (reader.go) whose deliveries go to the member's sink, one batch
-// at a time on a goroutine of its own (pump); the reader scans no further
-// until the sink returns. LowWater and Handed answer from snapshots the
-// loop keeps.
+// holding is one partition reader of a member process: the shipped
+// reader (reader.go's reader process: actors.Client.NewReader over the
+// simulated bus, on the member's skewed and drifting clock) whose Sink is
+// the member's sink; the reader scans no further until it returns.
+// LowWater and Handed are the shipped reader's.
 type holding struct {
 	m       *member
 	in      *minc
@@ -147,25 +146,17 @@ type holding struct {
 	pending []core.Delivery // the batch in the sink: loop-owned
 	maxNext core.Position   // after the highest position it delivered (loop-owned)
 	sink    func([]core.Delivery)
-	batches chan []core.Delivery
-	quit    chan struct{}
-	once    sync.Once
-	calls   uint64 // the pump's posts
-
-	mu     sync.Mutex
-	low    core.Position
-	handed uint64
+	proc    *rproc // its reader process (set on the loop before NewReader returns)
 }
 
-// NewReader starts a simulated reader of cfg.Partition from cfg.From (and
-// cfg.Warm before it) on the loop, and its pump here.
+// NewReader starts the shipped reader of cfg.Partition from cfg.From
+// (and cfg.Warm before it) in a reader process of its own, on the loop.
 func (in *minc) NewReader(cfg actors.ReaderConfig) (drillhooks.PartitionReader, error) {
 	if in.isDead() {
 		return nil, errDead
 	}
 	s, g := in.m.s, in.m.g
-	h := &holding{m: in.m, in: in, p: cfg.Partition, sink: cfg.Sink, batches: make(chan []core.Delivery, 1), quit: make(chan struct{}),
-		low: cfg.From}
+	h := &holding{m: in.m, in: in, p: cfg.Partition, sink: cfg.Sink}
 	done := make(chan struct{})
 	s.bubble.post(in.tag, in.calls.Add(1), func() {
 		g.startReader(h, cfg)
@@ -176,23 +167,20 @@ func (in *minc) NewReader(cfg actors.ReaderConfig) (drillhooks.PartitionReader, 
 	case <-in.dead:
 		return nil, errDead
 	}
-	s.bubble.wg.Go(h.pump)
+	if h.proc == nil {
+		return nil, errDead
+	}
 	return h, nil
 }
 
-// startReader builds h's simulated reader (on the loop).
+// startReader starts h's reader process (on the loop).
 func (g *group) startReader(h *holding, cfg actors.ReaderConfig) {
 	s, m := g.s, h.m
 	g.gens++
 	h.gen = g.gens
-	rc := s.readerConfig()
-	if cfg.Warm > 0 {
-		rc.Warm = uint64(cfg.Warm)
-	}
 	from := cfg.From
 	h.r = &reader{s: s, id: -1, name: sprintf("%s.p%d#%d", h.in.id, h.p, h.gen), skew: m.skew, start: from,
-		r: core.NewReader(rc, from), resumes: []core.Position{from}, started: []int64{s.now},
-		suspect: make([]bool, s.cfg.Nodes), open: map[uint64]bool{}, member: h}
+		r: newReaderView(s, from), resumes: []core.Position{from}, started: []int64{s.now}, open: map[uint64]bool{}, member: h}
 	h.in.last[h.p] = h
 	if h.in.isDead() {
 		h.stopped = true
@@ -202,99 +190,62 @@ func (g *group) startReader(h *holding, cfg actors.ReaderConfig) {
 		m.parts[h.p] = h
 	}
 	s.log.add("%s reads p%d from %s (warm %v)", h.r.name, h.p, s.log.pos(from), cfg.Warm)
-	h.r.wakeAt(s.now)
+	h.proc = h.r.startProc(from, cfg.Warm, h.take)
 }
 
-// pump hands the reader's batches to the sink until the reader closes.
-func (h *holding) pump() {
-	s := h.m.s
-	for {
-		select {
-		case b := <-h.batches:
-			h.sink(b)
-			h.calls++
-			s.bubble.post(h.r.name, h.calls, func() {
-				h.pending = nil
-				if !h.stopped {
-					h.r.wakeAt(s.now)
-				}
-			})
-		case <-h.quit:
-			return
-		}
-	}
+// take is the reader's Sink (on its sink goroutine): the batch goes to
+// the member's sink; the loop sees it handed over and taken.
+func (h *holding) take(p *rproc, ds []core.Delivery) {
+	p.post(func() { h.handing(ds) })
+	h.sink(ds)
+	p.post(func() { h.pending = nil })
 }
 
-func (h *holding) LowWater() core.Position {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return h.low
-}
-
-func (h *holding) Handed() uint64 {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return h.handed
-}
-
-// Close stops the reader (on the loop, unless the process is dead: its
-// readers stopped with it) and its pump.
-func (h *holding) Close() {
-	h.once.Do(func() { close(h.quit) })
-	in := h.in
-	if in.isDead() {
+// handing: the reader hands ds to the member's sink (on the loop).
+func (h *holding) handing(ds []core.Delivery) {
+	if h.stopped {
 		return
 	}
-	done := make(chan struct{})
-	in.m.s.bubble.post(in.tag, in.calls.Add(1), func() {
-		h.stop()
-		close(done)
-	})
-	select {
-	case <-done:
-	case <-in.dead:
+	for _, d := range ds {
+		h.maxNext = maxPos(h.maxNext, core.Position{Offset: d.Pos.Offset, Index: d.Pos.Index + 1})
 	}
+	h.pending = ds
 }
 
-// reading reports whether the reader may scan on: not closed, and its
-// last batch out of the sink.
-func (h *holding) reading() bool { return !h.stopped && len(h.pending) == 0 }
+func (h *holding) LowWater() core.Position { return h.proc.rd.LowWater() }
 
-// stop ends the reader (on the loop).
+func (h *holding) Handed() uint64 { return h.proc.rd.Handed() }
+
+// Close stops the reader: on the loop (unless the process is dead: its
+// readers stopped with it), then its process, here.
+func (h *holding) Close() {
+	in := h.in
+	if !in.isDead() {
+		done := make(chan struct{})
+		in.m.s.bubble.post(in.tag, in.calls.Add(1), func() {
+			h.stop()
+			close(done)
+		})
+		select {
+		case <-done:
+		case <-in.dead:
+		}
+	}
+	h.proc.close()
+}
+
+// stop ends the reader (on the loop); its process closes on a goroutine
+// of its own.
 func (h *holding) stop() {
 	if h.stopped {
 		return
 	}
 	h.stopped = true
-	h.r.cur = nil
-	h.r.wake++
+	h.r.stopProc()
 	if h.m.parts[h.p] == h {
 		delete(h.m.parts, h.p)
 	}
 	h.m.s.log.add("%s closed", h.r.name)
-}
-
-// took hands a scan's output to the member: the snapshots move, and a
-// batch of deliveries goes to the pump.
-func (h *holding) took(out core.Output) {
-	s := h.m.s
-	for _, d := range out.InDoubt {
-		s.log.add("%s IN-DOUBT %s %s seen=%d unheard=%s", h.r.name, sid(d.Stripe), s.log.off(d.Offset), d.Seen, nodeList(d.Unheard))
-	}
-	h.mu.Lock()
-	h.low = h.r.r.LowWater()
-	if n := len(out.Deliveries); n > 0 {
-		h.handed = max(h.handed, out.Deliveries[n-1].Pos.Offset)
-	}
-	h.mu.Unlock()
-	if len(out.Deliveries) == 0 || h.stopped {
-		return
-	}
-	for _, d := range out.Deliveries {
-		h.maxNext = maxPos(h.maxNext, core.Position{Offset: d.Pos.Offset, Index: d.Pos.Index + 1})
-	}
-	h.pending = out.Deliveries
-	h.batches <- out.Deliveries
 }
 
 // logger writes the process's log lines into the op log, on the loop, in

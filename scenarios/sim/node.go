@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/raidq/raidq/actors/core"
+	"github.com/raidq/raidq/bus"
 	"github.com/raidq/raidq/stripe"
 	"github.com/raidq/raidq/stripe/quorum"
 )
@@ -217,23 +218,47 @@ func (n *node) replyWrite(p client, snd core.Send, st core.Status) {
 		func() { p.reply(snd, n.id, st, clock) })
 }
 
+// serve is the node's request path on the wire (bus_sim.go): a shard
+// write (bus.WriteReq) or a closing scan (bus.ScanReq) from process from,
+// decoded, handled as write and scan handle them, and answered encoded
+// through answer (nil: "no responders").
+func (n *node) serve(from, kind string, data []byte, answer func([]byte)) {
+	s := n.s
+	switch kind {
+	case "write":
+		q, err := bus.DecodeWriteReq(data)
+		if err != nil {
+			s.violate("n%d: %s sent a bad write: %v", n.id, from, err)
+			return
+		}
+		n.write(wireClient{from: from, answer: answer}, core.Send{ID: shardID(q.Shard), Offset: q.Offset}, q.Shard)
+	case "scan":
+		q, err := bus.DecodeScanReq(data)
+		if err != nil {
+			s.violate("n%d: %s sent a bad scan: %v", n.id, from, err)
+			return
+		}
+		n.scan(from, q, answer)
+	}
+}
+
 // scan serves a reader's closing scan: the owner closes what the node
 // already refuses (core.Owner.Close), the node waits for every earlier
 // write to be durable, then returns the durable slots below the closed
-// offset.
-func (n *node) scan(r *reader, f *flight) {
+// offset, in one page (Next == Seal, the closed offset).
+func (n *node) scan(from string, q bus.ScanReq, answer func([]byte)) {
 	s := n.s
-	if n.down(func() string { return sprintf("scan from %s", r.name) }, func() { r.answer(f, core.NodeResult{Node: n.id}, false) }) {
+	if n.down(func() string { return sprintf("scan from %s", from) }, func() { answer(nil) }) {
 		return
 	}
-	sc := f.sc
+	sc := core.Scan{From: q.From, To: q.To, Probe: q.Probe}
 	lo := core.RangeStart(sc.From)
 	o := n.owner(lo)
 	s.refreshRepaired(n, o)
 	d := n.close(o, sc)
 	if d.Status != core.StatusOK {
-		s.log.add("n%d scan %s [%s,%s) -> %s", n.id, r.name, s.log.off(sc.From), s.log.off(sc.To), d.Status)
-		n.replyScan(r, f, core.NodeResult{Node: n.id})
+		s.log.add("n%d scan %s [%s,%s) -> %s", n.id, from, s.log.off(sc.From), s.log.off(sc.To), d.Status)
+		n.replyScan(from, answer, bus.ScanReply{Status: bus.Status(d.Status), NodeClock: n.clock(), Next: sc.To})
 		return
 	}
 	unknown := d.Unknown
@@ -242,22 +267,25 @@ func (n *node) scan(r *reader, f *flight) {
 		if unknown {
 			// bus.StatusUnknown: the reader actor counts the node unheard.
 			s.res.UnknownAnswers++
-			s.log.add("n%d scan %s [%s,%s) -> UNKNOWN (birth %s)", n.id, r.name, s.log.off(sc.From), s.log.off(sc.To), s.log.off(n.birth))
-			n.replyScan(r, f, core.NodeResult{Node: n.id})
+			s.log.add("n%d scan %s [%s,%s) -> UNKNOWN (birth %s)", n.id, from, s.log.off(sc.From), s.log.off(sc.To), s.log.off(n.birth))
+			n.replyScan(from, answer, bus.ScanReply{Status: bus.StatusUnknown, NodeClock: n.clock(), Birth: n.birth, Next: sc.To})
 			return
 		}
 		n.checkBirth(sc.From, closed)
-		res := core.NodeResult{Node: n.id, Heard: true, Closed: closed, Entries: n.entries(lo, sc.From, closed), Clock: n.clock()}
+		rep := bus.ScanReply{Status: bus.StatusOK, NodeClock: n.clock(), Seal: closed, Next: closed, Birth: n.birth}
+		for _, e := range n.entries(lo, sc.From, closed) {
+			rep.Entries = append(rep.Entries, bus.ScanEntry{Offset: e.Offset, Shard: e.Shard})
+		}
 		probe := ""
 		if sc.Probe {
 			if !s.cfg.inject.probeBlind {
-				res.After = n.firstAfter(closed)
+				rep.After = n.firstAfter(closed)
 			}
-			probe = " after=" + s.log.offOrNone(res.After)
+			probe = " after=" + s.log.offOrNone(rep.After)
 		}
-		s.log.add("n%d scan %s [%s,%s) -> closed %s, %d slots%s", n.id, r.name, s.log.off(sc.From), s.log.off(sc.To),
-			s.log.off(closed), len(res.Entries), probe)
-		n.replyScan(r, f, res)
+		s.log.add("n%d scan %s [%s,%s) -> closed %s, %d slots%s", n.id, from, s.log.off(sc.From), s.log.off(sc.To),
+			s.log.off(closed), len(rep.Entries), probe)
+		n.replyScan(from, answer, rep)
 	})
 }
 
@@ -287,9 +315,9 @@ func (n *node) entries(lo, from, to uint64) []core.Entry {
 	return out
 }
 
-func (n *node) replyScan(r *reader, f *flight, res core.NodeResult) {
-	n.s.send(n.slow, func() string { return sprintf("n%d->%s scan reply", n.id, r.name) },
-		func() { r.answer(f, res, true) })
+func (n *node) replyScan(to string, answer func([]byte), rep bus.ScanReply) {
+	b := rep.Marshal()
+	n.s.send(n.slow, func() string { return sprintf("n%d->%s scan reply", n.id, to) }, func() { answer(b) })
 }
 
 // client is who sends a node shard writes and takes the replies: a

@@ -1,6 +1,6 @@
 package sim
 
-import "github.com/raidq/raidq/actors/core"
+import "github.com/raidq/raidq/bus"
 
 // The far-behind skip (core.Scan.Probe): a reader more than SkipBehind
 // behind its clock's now-D asks each node, with its scan, for the first
@@ -28,16 +28,24 @@ func (n *node) firstAfter(to uint64) uint64 {
 	return first
 }
 
-// noteProbe counts a probing scan once applied and logs the skip it made.
-func (r *reader) noteProbe(sc core.Scan, out core.Output) {
-	s := r.s
-	if !sc.Probe || out.Stalled != "" {
+// noteScan counts a reader process's probing scans as its bus sees them
+// (on the loop), and the skips they made: a scan that starts past the
+// end of the last probing scan jumped its frontier over empty time.
+func (b *simBus) noteScan(data []byte) {
+	q, err := bus.DecodeScanReq(data)
+	if err != nil {
 		return
 	}
-	s.res.Probes++
-	if f := r.r.Frontier(); f > sc.To {
-		s.res.Skips++
-		s.log.add("%s SKIP [%s,%s) over empty time (probe limit %s, %v)", r.name, s.log.off(sc.To), s.log.off(f),
-			s.log.off(sc.ProbeLimit), durationNs(f-sc.To))
+	s := b.s
+	if b.probeTo != 0 && q.From >= b.probeTo {
+		if q.From > b.probeTo {
+			s.res.Skips++
+			s.log.add("%s SKIP [%s,%s) over empty time (%v)", b.name, s.log.off(b.probeTo), s.log.off(q.From), durationNs(q.From-b.probeTo))
+		}
+		b.probeTo = 0
+	}
+	if q.Probe && q.To != b.probeTo {
+		s.res.Probes++
+		b.probeTo = q.To
 	}
 }

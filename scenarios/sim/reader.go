@@ -1,40 +1,46 @@
 package sim
 
 import (
+	"log/slog"
+	"sync"
+	"sync/atomic"
 	"time"
 
+	"github.com/raidq/raidq/actors"
 	"github.com/raidq/raidq/actors/core"
+	"github.com/raidq/raidq/bus/meta"
 	"github.com/raidq/raidq/stripe"
 )
 
-// reader is one simulated partition reader around a core.Reader: it runs
-// the scans Next asks for against the nodes, one at a time, and applies
-// the answers that came back before scanTimeout (the others are unheard).
-// It stops once every producer is done and its position is past the end
-// of every write. A restart (the fan-out reader's failover) replaces the
-// core reader by a fresh one resumed after the last delivered record.
+// reader is one partition reader as the checks see it: the shipped
+// reader (actors.Client.NewReader, the reader actor around core.Reader)
+// run in the bubble by a reader process (rproc) of its own, over the
+// simulated bus (bus_sim.go), on the reader's skewed clock
+// (ClientConfig.Now) and its own view of the topic (a catalog that an
+// alter updates when the reader learns it, alter.go). What it delivers
+// reaches the checks through its Sink, its in-doubt, void and stall
+// reports through OnReport, its LowWater, frontier and deferred offsets
+// through the handle (readerView). It is done once every producer is done
+// and its frontier is past the end of every write. A restart (the fan-out
+// reader's failover) closes the process and starts a new one, resumed
+// where deferred.go says.
 type reader struct {
 	s     *sim
 	id    int
 	name  string // "r0", or a group member's partition reader: "m0a3f.p0#2" (member, partition, holding)
 	skew  int64
 	start core.Position
-	r     *core.Reader
-	inc   int     // incarnation: bumped by every restart
-	cur   *flight // the scan in flight, if any
-	wake  int     // token of the one pending wake-up; older ones do nothing
+	r     *readerView // the running shipped reader, as the loop sees it
+	inc   int         // incarnation: bumped by every restart
+	proc  *rproc      // the running process; nil while restarting or done
 	done  bool
-	// suspect: by ensemble position, the node's last scan timed out, so
-	// the next one waits only suspectTimeout for it (the reader actor's
-	// SuspectTimeout, actors/reader.go), until it answers again.
-	suspect []bool
-	ppm     int64 // clock rate offset (group members' readers run on the member's clock)
-	// open: the offsets the core reported in doubt and has not resolved
-	// yet, by its outputs (InDoubt, Resolved): the checks' own account of
+	ppm   int64 // clock rate offset (group members' readers run on the member's clock)
+	// open: the offsets the reader reported in doubt and has not resolved
+	// yet, by its reports (InDoubt, Resolved): the checks' own account of
 	// what LowWater must not pass.
 	open map[uint64]bool
 	// member is the group member's holding this reader reads for
-	// (group.go); nil for the fan-out readers.
+	// (group_ports.go); nil for the fan-out readers.
 	member *holding
 
 	got       []delivered     // everything delivered, over all incarnations
@@ -44,15 +50,6 @@ type reader struct {
 	view      []delivered     // what a subscriber keeps (filled by the checks)
 	inDoubt   []core.InDoubtReport
 	inDoubtAt []int64 // when each in-doubt report came (true time)
-}
-
-// flight is one scan on its way to the nodes. Each node has its own
-// deadline (scanTimeout, or suspectTimeout for a suspect node); the scan
-// is applied once every node answered or passed its deadline.
-type flight struct {
-	sc      core.Scan
-	results []core.NodeResult
-	settled map[int]bool // node answered or timed out
 }
 
 // delivered is one record as a reader delivered it.
@@ -74,224 +71,319 @@ func (s *sim) readerConfig() core.ReaderConfig {
 }
 
 func newReader(s *sim, id int, skew int64) *reader {
-	cfg := s.readerConfig()
 	// Start before the run: producers' skewed clocks write below epoch0.
 	from := core.Position{Offset: s.readerStart()}
-	return &reader{s: s, id: id, name: sprintf("r%d", id), skew: skew, start: from, r: core.NewReader(cfg, from),
-		resumes: []core.Position{from}, started: []int64{s.now + int64(s.cfg.ReaderLate)}, suspect: make([]bool, s.cfg.Nodes),
-		open: map[uint64]bool{}}
+	return &reader{s: s, id: id, name: sprintf("r%d", id), skew: skew, start: from, r: newReaderView(s, from),
+		resumes: []core.Position{from}, started: []int64{s.now + int64(s.cfg.ReaderLate)}, open: map[uint64]bool{}}
 }
 
-// wakeAt schedules the next step at t, replacing any pending one.
-func (r *reader) wakeAt(t int64) {
-	r.wake++
-	token := r.wake
-	r.s.at(t, func() {
-		if token == r.wake {
-			r.step()
+// readerView is what the loop reads of a reader: the shipped reader's
+// handle (LowWater, Handed, Deferred) and what its deliveries showed.
+// The loop reads it only between settles, while the drivers are blocked.
+type readerView struct {
+	rd   *actors.Reader
+	from core.Position
+	cat  *simCatalog
+}
+
+func newReaderView(s *sim, from core.Position) *readerView {
+	return &readerView{from: from, cat: newSimCatalog(s)}
+}
+
+// Pos is where the reader stands (actors.Reader.Pos).
+func (v *readerView) Pos() core.Position {
+	if v.rd == nil {
+		return v.from
+	}
+	return v.rd.Pos()
+}
+
+// Frontier is the offset below which the reader handed everything it
+// could read (actors.Reader.Handed).
+func (v *readerView) Frontier() uint64 {
+	if v.rd == nil {
+		return v.from.Offset
+	}
+	return max(v.rd.Handed(), v.from.Offset)
+}
+
+func (v *readerView) Deferred() int {
+	if v.rd == nil {
+		return 0
+	}
+	return v.rd.Deferred()
+}
+
+func (v *readerView) LowWater() core.Position {
+	if v.rd == nil {
+		return v.from
+	}
+	return v.rd.LowWater()
+}
+
+// SetTiming is the reader learning an alter: its catalog's record
+// changes, and the reader actor takes it up on its next pump.
+func (v *readerView) SetTiming(readDelay, accept int64) { v.cat.set(readDelay, accept) }
+
+func (v *readerView) ReadDelay() int64 { return int64(v.cat.topic().Params.ReadDelay) }
+
+// simCatalog is a reader process's view of the simulated topic. It does
+// not validate: during an alter a reader may hold a read delay below the
+// largest window for a while, as the simulation's copy did.
+type simCatalog struct {
+	mu sync.Mutex
+	t  *meta.Topic
+}
+
+func newSimCatalog(s *sim) *simCatalog {
+	ens := make([]string, s.cfg.Nodes)
+	for i := range ens {
+		ens[i] = nodeName(i)
+	}
+	return &simCatalog{t: &meta.Topic{Name: simTopic, Partitions: 1, Params: s.params, Ensembles: [][]string{ens}, Created: s.topicCreated()}}
+}
+
+func (c *simCatalog) Topic(name string) (*meta.Topic, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if name != simTopic {
+		return nil, meta.ErrNotFound
+	}
+	return c.t, nil
+}
+
+func (c *simCatalog) topic() *meta.Topic {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *simCatalog) set(readDelay, accept int64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	t := *c.t
+	t.Params.ReadDelay, t.Params.AcceptWindow, t.Accept = time.Duration(readDelay), time.Duration(accept), meta.Topic{}.Accept
+	c.t = &t
+}
+
+// copyOf is a fresh catalog with c's record (a restarted reader knows
+// what its predecessor learned).
+func (c *simCatalog) copyOf() *simCatalog { return &simCatalog{t: c.topic()} }
+
+// rproc is one reader process: an actors.Client over a simulated bus of
+// its own, running one shipped reader.
+type rproc struct {
+	s      *sim
+	name   string
+	bus    *simBus
+	client *actors.Client
+	rd     *actors.Reader
+	calls  atomic.Uint64
+	once   sync.Once
+}
+
+var quietLog = slog.New(slog.DiscardHandler)
+
+// startProc starts r's reader process from from (on the loop): sink gets
+// each batch of deliveries on the reader's sink goroutine, report each
+// scan's output on the actor's. Both hand what the loop must see over
+// with p.post.
+func (r *reader) startProc(from core.Position, warm time.Duration, sink func(p *rproc, ds []core.Delivery)) *rproc {
+	s := r.s
+	name := r.name
+	if r.inc > 0 {
+		name = sprintf("%s/%d", r.name, r.inc)
+	}
+	p := &rproc{s: s, name: name, bus: newSimBus(s, name)}
+	skew, ppm := r.skew, r.ppm
+	b := s.bubble
+	c, err := actors.NewClient(actors.ClientConfig{Cluster: "sim", Bus: p.bus, Catalog: r.r.cat, Logger: quietLog,
+		Now: func() int64 { t := b.trueNow(); return t + skew + (t-epoch0)*ppm/1_000_000 }})
+	if err != nil {
+		s.violate("%s: client: %v", name, err)
+		return nil
+	}
+	p.client = c
+	rd, err := c.NewReader(actors.ReaderConfig{Topic: simTopic, From: from, Warm: warm, Core: s.readerConfig(),
+		ScanTimeout: time.Duration(scanTimeout), SuspectTimeout: time.Duration(suspectTimeout),
+		Bugs: actors.ReaderBugs{UnheardAsEmpty: s.cfg.inject.unheardAsEmpty},
+		Sink: func(ds []core.Delivery) { sink(p, ds) },
+		OnReport: func(out core.Output) {
+			p.post(func() {
+				if r.proc == p {
+					r.report(out)
+				}
+			})
+		}})
+	if err != nil {
+		s.violate("%s: reader: %v", name, err)
+		s.bubble.wg.Go(p.close)
+		return nil
+	}
+	p.rd = rd
+	r.proc = p
+	r.r.rd = rd
+	r.r.from = from
+	return p
+}
+
+// post hands fn to the loop in the order the process's reader made its
+// calls (its reports come before the sink takes their deliveries).
+func (p *rproc) post(fn func()) { p.s.bubble.post(p.name, p.calls.Add(1), fn) }
+
+// close ends the process (on a driver goroutine: it waits for the
+// reader actor to stop): the client's actor system, links and bus.
+func (p *rproc) close() {
+	p.once.Do(func() {
+		if p.client != nil {
+			p.client.Close()
 		}
+		p.bus.close()
 	})
 }
 
-// restart drops the core reader, its dedupe memory, its deferred in-doubt
-// offsets and the scan in flight, and resumes a fresh one where a consumer
-// would have committed (resumeFrom), after a pause (another node taking
-// over the lease).
+// stopProc ends r's process from the loop, without waiting for it.
+func (r *reader) stopProc() {
+	if p := r.proc; p != nil {
+		r.proc = nil
+		r.s.bubble.wg.Go(p.close)
+	}
+}
+
+// startFanout starts a fan-out reader's process (on the loop).
+func (r *reader) startFanout(from core.Position) {
+	r.startProc(from, 0, func(p *rproc, ds []core.Delivery) {
+		p.post(func() {
+			if r.proc == p {
+				r.took(ds)
+			}
+		})
+	})
+}
+
+// restart closes the reader process, with its dedupe memory, its deferred
+// in-doubt offsets and the scan in flight, and starts a fresh one where a
+// consumer would have committed (resumeFrom), after a pause (another node
+// taking over the lease).
 func (r *reader) restart() {
-	if r.done {
+	if r.done || r.proc == nil {
 		return
 	}
 	from := r.resumeFrom()
 	deferred, low := r.r.Deferred(), r.r.LowWater()
+	r.stopProc()
 	r.inc++
 	r.resumes = append(r.resumes, from)
 	r.started = append(r.started, r.s.now)
-	r.cur = nil
-	r.r = core.NewReader(r.s.readerConfig(), from)
-	r.suspect = make([]bool, r.s.cfg.Nodes) // a new reader actor
+	r.r = &readerView{from: from, cat: r.r.cat.copyOf()}
 	r.open = map[uint64]bool{}
 	r.s.log.add("r%d RESTART #%d from %s (low water %s, %d in-doubt offsets deferred)", r.id, r.inc, r.s.log.pos(from),
 		r.s.log.pos(low), deferred)
-	r.wakeAt(r.s.now + r.s.rnd.Int64N(300*int64(time.Millisecond)))
+	inc := r.inc
+	r.s.at(r.s.now+r.s.rnd.Int64N(300*int64(time.Millisecond)), func() {
+		if r.inc == inc && !r.done {
+			r.startFanout(from)
+		}
+	})
 }
 
 func (r *reader) clock() int64 { return r.s.now + r.skew + (r.s.now-epoch0)*r.ppm/1_000_000 }
 
-// step asks the core for the next scan and sends it, or waits.
-func (r *reader) step() {
-	s := r.s
-	if r.done || r.cur != nil {
-		return
-	}
-	if r.member != nil && !r.member.reading() {
-		return
-	}
-	if r.member == nil && s.prodsLeft == 0 && r.r.Pos().Offset > s.end && r.r.Deferred() == s.wipeStuck(r) {
-		r.done = true
-		s.readersLeft--
-		s.log.add("r%d done at %s", r.id, s.log.pos(r.r.Pos()))
-		return
-	}
-	sc, ok := r.r.Next(r.clock())
-	if !ok {
-		r.wakeAt(s.now + pollEvery)
-		return
-	}
-	if r.member != nil && r.atHead(sc) {
-		return
-	}
-	f := &flight{sc: sc, settled: map[int]bool{}}
-	r.cur = f
-	kind := "scan"
-	if sc.Rescan {
-		kind = "rescan"
-		s.res.Rescans++
-	}
-	probe := ""
-	if sc.Probe {
-		probe = " probe<=" + s.log.off(sc.ProbeLimit)
-	}
-	s.log.add("%s %s [%s,%s) nodes=%s%s", r.name, kind, s.log.off(sc.From), s.log.off(sc.To), nodeList(sc.Nodes), probe)
-	for _, i := range sc.Nodes {
-		n := s.nodes[i]
-		s.send(n.slow, func() string { return sprintf("%s->n%d scan", r.name, i) }, func() { n.scan(r, f) })
-		timeout := scanTimeout
-		if r.suspect[i] {
-			timeout = suspectTimeout
+// wakeAt starts a fan-out reader at t.
+func (r *reader) wakeAt(t int64) {
+	r.s.at(t, func() {
+		if r.proc == nil && !r.done {
+			r.startFanout(r.start)
 		}
-		s.at(s.now+timeout, func() { r.timedOut(f, i) })
+	})
+	r.s.at(t, r.watch)
+}
+
+// watch is an event every watchEvery while the reader is not done: the
+// shipped reader runs on timers of its own, and the loop's queue must not
+// run dry while it does (the loop sleeps to its next event).
+func (r *reader) watch() {
+	if !r.done {
+		r.s.at(r.s.now+watchEvery, r.watch)
 	}
 }
 
-// answer records one node's reply to f. replied is false for a fail-fast
-// node's "no responders", which, as in the reader actor, neither marks
-// the node suspect nor clears it.
-func (r *reader) answer(f *flight, res core.NodeResult, replied bool) {
-	if r.cur != f || f.settled[res.Node] {
-		return // after the node's deadline
-	}
-	f.settled[res.Node] = true
-	if replied {
-		r.suspect[res.Node] = false
-	}
-	f.results = append(f.results, res)
-	if len(f.settled) == len(f.sc.Nodes) {
-		r.finish(f)
-	}
-}
+// watchEvery is the period of a reader's watch event.
+const watchEvery = 100 * int64(time.Millisecond)
 
-// timedOut is node i's deadline for f: unheard, and suspect from now on.
-func (r *reader) timedOut(f *flight, i int) {
-	if r.cur != f || f.settled[i] {
-		return
-	}
-	f.settled[i] = true
-	if !r.suspect[i] {
-		r.s.res.Suspects++
-	}
-	r.suspect[i] = true
-	if len(f.settled) == len(f.sc.Nodes) {
-		r.finish(f)
-	}
-}
-
-// finish applies f with whatever answers came back.
-func (r *reader) finish(f *flight) {
-	s := r.s
-	if r.cur != f {
-		return
-	}
-	r.cur = nil
-	if s.cfg.inject.unheardAsEmpty {
-		f.results = r.silentAsEmpty(f)
-	}
-	out := r.r.Apply(r.clock(), f.sc, f.results)
-	r.noteCaughtUp()
-	r.record(out)
-	r.noteProbe(f.sc, out)
-	heard := 0
-	for _, res := range f.results {
-		if res.Heard {
-			heard++
-		}
-	}
-	s.log.add("%s apply [%s,%s) heard=%d/%d delivered=%d voids=%d in-doubt=%d dups=%d corrupt=%d pos=%s",
-		r.name, s.log.off(f.sc.From), s.log.off(f.sc.To), heard, len(f.sc.Nodes), len(out.Deliveries), out.Voids,
-		len(out.InDoubt), out.Duplicates, len(out.Corrupt), s.log.pos(r.r.Pos()))
-	if out.Stalled != "" {
-		s.res.Stalls++
-		s.log.add("%s stalled: %s", r.name, out.Stalled)
-		r.wakeAt(s.now + pollEvery)
-		return
-	}
-	if out.Short {
-		s.res.Shorts++
-		// The nodes closed less than asked (the reader actor's holdMain):
-		// wait for their clocks.
-		r.wakeAt(s.now + pollEvery)
-		return
-	}
-	r.wakeAt(s.now)
-}
-
-// record keeps the reader's output for the checks.
-func (r *reader) record(out core.Output) {
+// report keeps one scan's output for the checks (on the loop), and ends
+// a fan-out reader once it is done.
+func (r *reader) report(out core.Output) {
 	s := r.s
 	for _, off := range out.Resolved {
 		delete(r.open, off)
 	}
 	for _, d := range out.InDoubt {
 		r.open[d.Offset] = true
-		s.reportInDoubt(r.name, d)
+		s.log.add("%s IN-DOUBT %s %s seen=%d unheard=%s", r.name, sid(d.Stripe), s.log.off(d.Offset), d.Seen, nodeList(d.Unheard))
+	}
+	r.noteCaughtUp()
+	s.log.add("%s apply delivered=%d voids=%d in-doubt=%d dups=%d corrupt=%d frontier=%s", r.name, len(out.Deliveries), out.Voids,
+		len(out.InDoubt), out.Duplicates, len(out.Corrupt), s.log.off(r.r.Frontier()))
+	if out.Stalled != "" {
+		s.res.Stalls++
+		s.log.add("%s stalled: %s", r.name, out.Stalled)
+	}
+	if out.Short {
+		s.res.Shorts++
+	}
+	for _, c := range out.Corrupt {
+		s.log.add("%s corrupt n%d %s: %v", r.name, c.Node, s.log.off(c.Offset), c.Err)
 	}
 	if r.member != nil {
-		r.member.took(out)
 		return
 	}
-	for _, d := range out.Deliveries {
+	for _, d := range out.InDoubt {
+		r.inDoubt = append(r.inDoubt, d)
+		r.inDoubtAt = append(r.inDoubtAt, s.now)
+	}
+	s.res.Voids += out.Voids
+	s.res.InDoubt += len(out.InDoubt)
+	s.res.Duplicates += out.Duplicates
+	s.res.Corrupt += len(out.Corrupt)
+	if len(out.Deliveries) == 0 {
+		r.checkDone() // else once the sink took them (took)
+	}
+}
+
+// took records the deliveries the sink took (on the loop).
+func (r *reader) took(ds []core.Delivery) {
+	s := r.s
+	for _, d := range ds {
 		r.got = append(r.got, delivered{value: string(d.Record.Value), id: d.Stripe, pos: d.Pos, at: s.now, inc: r.inc, late: d.Late})
 		if d.Late {
 			s.res.Late++
 			s.log.add("%s LATE %s %s (a deferred in-doubt offset resolved)", r.name, sid(d.Stripe), s.log.pos(d.Pos))
 		}
 	}
-	for _, d := range out.InDoubt {
-		r.inDoubt = append(r.inDoubt, d)
-		r.inDoubtAt = append(r.inDoubtAt, s.now)
-		s.log.add("%s IN-DOUBT %s %s seen=%d unheard=%s", r.name, sid(d.Stripe), s.log.off(d.Offset), d.Seen, nodeList(d.Unheard))
-	}
-	for _, c := range out.Corrupt {
-		s.log.add("%s corrupt n%d %s: %v", r.name, c.Node, s.log.off(c.Offset), c.Err)
-	}
-	s.res.Voids += out.Voids
-	s.res.InDoubt += len(out.InDoubt)
-	s.res.Duplicates += out.Duplicates
-	s.res.Corrupt += len(out.Corrupt)
+	r.checkDone()
 }
 
-// silentAsEmpty is the unheardAsEmpty bug: nodes that did not answer are
-// taken for nodes that answered with nothing.
-func (r *reader) silentAsEmpty(f *flight) []core.NodeResult {
-	out := []core.NodeResult{}
-	for _, i := range f.sc.Nodes {
-		res := core.NodeResult{Node: i, Heard: true, Closed: f.sc.To}
-		for _, got := range f.results {
-			if got.Node == i && got.Heard {
-				res = got
-			}
-		}
-		out = append(out, res)
+// checkDone ends a fan-out reader once every producer is done, its
+// frontier is past the end and it defers nothing it could still settle.
+func (r *reader) checkDone() {
+	s := r.s
+	if r.done || r.member != nil || s.prodsLeft > 0 || r.r.Pos().Offset <= s.end || r.r.Deferred() != s.wipeStuck(r) {
+		return
 	}
-	return out
+	r.done = true
+	s.readersLeft--
+	s.log.add("r%d done at %s", r.id, s.log.pos(r.r.Pos()))
+	r.stopProc()
 }
 
-// atHead is the reader actor's Poll rule: at its clock's head, the reader
-// waits until the window spans Poll rather than scan a few milliseconds.
-func (r *reader) atHead(sc core.Scan) bool {
-	head := uint64(max(r.clock()-r.r.ReadDelay(), 0))
-	if !sc.Rescan && sc.To >= head && sc.To-sc.From < uint64(memberPoll) {
-		r.wakeAt(r.s.now + memberPoll - int64(sc.To-sc.From))
-		return true
+// stopReaders closes every reader process still running (a run that
+// ended stuck), so the bubble ends with no goroutine left.
+func (s *sim) stopReaders() {
+	if s.bubble == nil {
+		return
 	}
-	return false
+	for _, r := range s.readers {
+		r.stopProc()
+	}
 }

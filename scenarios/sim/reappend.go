@@ -7,8 +7,9 @@ import (
 )
 
 // In-doubt re-append (docs/design.md#read-path). A reader's
-// core.InDoubtReport is published as a bus.InDoubtReport (a lossy
-// message to every node); the shipped repair loop of a node that is up
+// core.InDoubtReport is published by the reader actor as a
+// bus.InDoubtReport (over the simulated bus: a lossy message to every
+// node); the shipped repair loop of a node that is up
 // queues it as a target (actors/node/reappend.go: onInDoubt, then
 // repairTarget and resolveInDoubt on its passes, the hand-over to the
 // lowest live position through Publish, recentlyReappended). What is
@@ -20,15 +21,20 @@ import (
 // "redelivered" stripe for the checks, and its offsets join the truth's
 // offsets.
 
-// reportInDoubt publishes a reader's in-doubt report to every node.
-func (s *sim) reportInDoubt(from string, d core.InDoubtReport) {
+// publishInDoubt delivers a reader's in-doubt report (a bus.InDoubtReport
+// the reader actor published) to every node, a lossy message each.
+func (s *sim) publishInDoubt(from, subject string, data []byte) {
 	if s.repair == nil {
 		return
 	}
-	r := bus.InDoubtReport{Topic: simTopic, Partition: 0, Offset: d.Offset, Producer: d.Stripe.Producer, Seq: d.Stripe.Seq}
-	subject, data := s.inDoubtSubject(), r.Marshal()
+	r, err := bus.DecodeInDoubt(data)
+	if err != nil {
+		s.violate("%s published a bad in-doubt report: %v", from, err)
+		return
+	}
+	id := stripe.ID{Producer: r.Producer, Seq: r.Seq}
 	for _, n := range s.nodes {
-		s.send(n.slow, func() string { return sprintf("%s->n%d in-doubt %s", from, n.id, sid(d.Stripe)) },
+		s.send(n.slow, func() string { return sprintf("%s->n%d in-doubt %s", from, n.id, sid(id)) },
 			func() { s.deliverInDoubt(n, subject, data) })
 	}
 }

@@ -23,6 +23,9 @@ const (
 	suspectTimeout = 150 * int64(time.Millisecond)
 	runLimit       = 60 * int64(time.Second) // a run that has not finished by then is stuck
 	maxReported    = 30                      // violations kept per run
+	// afterRun: a bubbled run waits this long after its end for the
+	// stopped drivers' last timers (reader.go).
+	afterRun = 3 * time.Second
 )
 
 // sim is one run: the world, its clock and its event queue.
@@ -68,7 +71,12 @@ type sim struct {
 func Run(t *testing.T, cfg Config) Result {
 	if cfg.Readers > 0 { // the fan-out readers are the shipped reader (reader.go)
 		var res Result
-		synctest.Test(t, func(*testing.T) { res = run(cfg, newBubble()) })
+		synctest.Test(t, func(*testing.T) {
+			res = run(cfg, newBubble())
+			// The closed clients' timers still due (protoactor's dead-letter
+			// throttle, a second) fire before the bubble must be empty.
+			time.Sleep(afterRun)
+		})
 		return res
 	}
 	if !cfg.bubbled() && !cfg.repairBubbled() && cfg.Group.Members == 0 {
