@@ -13,9 +13,16 @@
 // simulated (bubble.go, lease.go, lease_ports.go). Run takes the test's
 // *testing.T for that bubble. So are the consumer group's members: the
 // root package's Consumer, started by actors/drillhooks.GroupConsumer
-// over simulated ports (group.go, group_ports.go). The other drivers
-// (producers' writers, readers, nodes, repair) are still modelled around
-// their cores in this package.
+// over simulated ports (group.go, group_ports.go). So are the nodes'
+// repair loops (actors/node's RepairLoop, repair.go, repair_ports.go) and
+// the readers: the fan-out readers and the members' partition readers are
+// actors.Client.NewReader readers, a client process each with its own
+// skewed clock, reaching the nodes over a simulated bus (bus_sim.go: the
+// client's actors.Bus port with the wire encoding and the network model
+// below; reader.go). Still copies: the producers' writer driver
+// (producer.go, and the re-append's in reappend.go) around core.Writer,
+// and the node's request path and slot owner (node.go, which answers the
+// bus's wire requests).
 //
 // Run(cfg) plays one scenario and checks the properties the protocol
 // promises: every acked record delivered by every reader, nothing invented,

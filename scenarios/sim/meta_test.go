@@ -143,8 +143,9 @@ func TestSimMetaKinds(t *testing.T) {
 
 // TestSimGroupGaps re-creates, one at a time, behaviours groups.go had
 // until the simulation found them (GroupGaps), and shows the checks catch
-// each within 200 seeds of its config, while the fixed member passes
-// those seeds.
+// each within 300 seeds of its config, while the fixed member passes
+// those seeds. (GapResumeBlind shows at lossyGroupConfig seed 207 since
+// the partition readers are the shipped reader.)
 func TestSimGroupGaps(t *testing.T) {
 	cases := []struct {
 		name   string
@@ -161,7 +162,7 @@ func TestSimGroupGaps(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			for seed := uint64(1); seed <= 200; seed++ {
+			for seed := uint64(1); seed <= 300; seed++ {
 				cfg := tc.config(seed)
 				cfg.Group.Gaps = tc.gap
 				res := Run(t, cfg)
@@ -177,7 +178,7 @@ func TestSimGroupGaps(t *testing.T) {
 				}
 				return
 			}
-			t.Fatal("200 seeds and the gap went unnoticed")
+			t.Fatal("300 seeds and the gap went unnoticed")
 		})
 	}
 }
