@@ -25,18 +25,24 @@ import (
 //     name, whether a native raidq group holds it: then every request
 //     gets INVALID_GROUP_ID). Until that read succeeds requests get
 //     COORDINATOR_LOAD_IN_PROGRESS, which clients retry.
-//   - Served from memory. Heartbeats, commits, fetches and descriptions
-//     never wait for the KV. Commits are acknowledged from memory and
-//     written behind: at most one write per group per WriteEvery, retried
-//     with backoff (a trouble is logged once per change). A gateway that
-//     dies loses the commits of its last write interval (the members read
-//     those records again: at-least-once).
+//   - Served from memory. Heartbeats, fetches and descriptions never wait
+//     for the KV. Commits are written through, as Kafka acknowledges them
+//     once replicated: an OffsetCommit is answered once its offsets are in
+//     the record (OffsetFetch answers from the record as last read or
+//     written here), so a gateway that dies or hands the group over loses
+//     no acknowledged commit. One write per group is in flight at a time,
+//     and the commits that arrive meanwhile share the next one. Other
+//     state is written at most once per WriteEvery; failed writes are
+//     retried with backoff (a trouble is logged once per change), their
+//     commits answered with a code clients retry on.
 //   - The new generation first. When a join phase ends, the group's state
 //     is written at once with a compare-and-set on the record's revision
 //     and only then do the JoinGroup replies go out. A lost
-//     compare-and-set (another gateway wrote) re-reads the record: the
-//     commits acknowledged here and not yet written win the merge; if the
-//     other gateway moved the generation past the last one written here,
+//     compare-and-set (another gateway wrote) re-reads the record: its
+//     offsets stand, and a commit taken here goes over them only if that
+//     partition's offset is unchanged and the generation has not moved
+//     (reconcile); if the other gateway moved the generation past the last
+//     one written here,
 //     the group is reloaded from its record (the waiting requests get
 //     NOT_COORDINATOR, so clients look the coordinator up again) and
 //     rebalances. Two gateways that both think they coordinate cannot
@@ -73,11 +79,12 @@ type GroupLimits struct {
 	// Kafka; negative: none).
 	InitialDelay time.Duration
 	// WriteEvery is the least time between two writes of one group
-	// (200 ms), a new generation excepted.
+	// (200 ms), a new generation and waiting OffsetCommits excepted.
 	WriteEvery time.Duration
 	// RetryMin and RetryMax bound the backoff of failed writes (100 ms, 5 s).
 	RetryMin, RetryMax time.Duration
-	// KVTimeout bounds each KV call (5 s).
+	// KVTimeout bounds each KV call (5 s), and how long an OffsetCommit
+	// waits for its write.
 	KVTimeout time.Duration
 	// LoadWait bounds how long a request waits for its group's record (2 s).
 	LoadWait time.Duration
@@ -367,6 +374,9 @@ func (c *Coordinator) tick() {
 		}
 		c.maybeWrite(g, now, false)
 		drop := g.droppable(c, now)
+		if drop {
+			g.failCommits(int16(core.KafkaNotCoordinator))
+		}
 		g.mu.Unlock()
 		if drop {
 			c.forget(g)
@@ -470,6 +480,11 @@ func (c *Coordinator) Close() error {
 	c.spawnMu.Unlock()
 	c.stop()
 	c.wg.Wait()
+	for _, g := range groups {
+		g.mu.Lock()
+		g.failCommits(int16(core.KafkaCoordinatorNotAvailable)) // not written: retried elsewhere
+		g.mu.Unlock()
+	}
 	if unwritten > 0 {
 		c.log.Warn("kafka groups: closed with groups not written", "groups", unwritten)
 		return fmt.Errorf("%w: %d groups", ErrGroupsUnwritten, unwritten)

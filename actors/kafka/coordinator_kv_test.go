@@ -3,6 +3,8 @@ package kafka
 import (
 	"context"
 	"log/slog"
+	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -104,5 +106,74 @@ func TestCoordinatorJetStream(t *testing.T) {
 	}
 	if j := r2.c.JoinGroup(ctx, joinReq(9, "native", "")); j.ErrorCode != kerr.InvalidGroupID.Code {
 		t.Fatalf("join under a native group's name: %+v", j)
+	}
+}
+
+// countingKV counts the writes that reach the KV.
+type countingKV struct {
+	CoordinatorKV
+	mu   sync.Mutex
+	puts int
+}
+
+func (k *countingKV) PutKafkaGroup(ctx context.Context, g *meta.KafkaGroup, rev uint64) (uint64, error) {
+	k.mu.Lock()
+	k.puts++
+	k.mu.Unlock()
+	return k.CoordinatorKV.PutKafkaGroup(ctx, g, rev)
+}
+
+func (k *countingKV) writes() int {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.puts
+}
+
+// TestCoordinatorCommitLatency logs what an OffsetCommit costs on a real
+// groups bucket (acknowledged once written), one at a time and from
+// several members at once, and checks that concurrent commits of a group
+// share writes.
+func TestCoordinatorCommitLatency(t *testing.T) {
+	leakCheck(t)
+	kv := &countingKV{CoordinatorKV: openMeta(t)}
+	r := kvRig(t, kv)
+	a, gen := r.stable("lat")
+	const n = 200
+	lat := make([]time.Duration, 0, n)
+	for i := range n {
+		start := time.Now()
+		if c := r.commit("lat", a, gen, "orders", 0, int64(i+1)); c != 0 {
+			t.Fatalf("commit %d: %d", i, c)
+		}
+		lat = append(lat, time.Since(start))
+	}
+	slices.Sort(lat)
+	t.Logf("%d sequential commits: p50 %v p99 %v max %v", n, lat[n/2], lat[n*99/100], lat[n-1])
+	const workers, each = 8, 25
+	before := kv.writes()
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var all []time.Duration
+	for w := range workers {
+		wg.Go(func() {
+			for i := range each {
+				start := time.Now()
+				if c := r.commit("lat", a, gen, "orders", int32(w+1), int64(i+1)); c != 0 {
+					t.Errorf("commit: %d", c)
+					return
+				}
+				d := time.Since(start)
+				mu.Lock()
+				all = append(all, d)
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	slices.Sort(all)
+	puts := kv.writes() - before
+	t.Logf("%d commits from %d members at once: p50 %v p99 %v, %d KV writes", len(all), workers, all[len(all)/2], all[len(all)*99/100], puts)
+	if off, c := r.fetch("lat", "orders", workers); off != each || c != 0 {
+		t.Fatalf("fetch: %d %d", off, c)
 	}
 }

@@ -295,6 +295,29 @@ func (r *rig) commit(group, member string, gen int32, topic string, part int32, 
 	return r.c.OffsetCommit(context.Background(), req).Topics[0].Partitions[0].ErrorCode
 }
 
+// commitAsync sends a commit and waits until it waits for its write.
+func (r *rig) commitAsync(group, member string, gen int32, topic string, part int32, off int64) <-chan int16 {
+	r.t.Helper()
+	n := r.commitWaiters(group)
+	ch := make(chan int16, 1)
+	go func() { ch <- r.commit(group, member, gen, topic, part, off) }()
+	testkit.WaitFor(r.t, "the commit to wait for its write", func() bool { return r.commitWaiters(group) > n })
+	return ch
+}
+
+// commitWaiters counts the OffsetCommits waiting for a write.
+func (r *rig) commitWaiters(group string) int {
+	r.c.mu.Lock()
+	g := r.c.groups[group]
+	r.c.mu.Unlock()
+	if g == nil {
+		return 0
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return len(g.commits) + len(g.flight)
+}
+
 // fetch reads one committed offset (OffsetFetch v8).
 func (r *rig) fetch(group, topic string, part int32) (int64, int16) {
 	req := kmsg.NewPtrOffsetFetchRequest()
@@ -431,26 +454,33 @@ func TestCoordinatorRebalanceThree(t *testing.T) {
 	}
 }
 
-// TestCoordinatorKVStall: with the KV stalled, heartbeats and commits are
+// TestCoordinatorKVStall: with the KV stalled, heartbeats and fetches are
 // answered from memory, no session expires and no rebalance starts; a
-// rebalance that starts meanwhile waits for the new generation's write,
-// and everything is written once the KV is back.
+// commit waits for its write (written through), and a rebalance that
+// starts meanwhile for the new generation's; everything is written and
+// answered once the KV is back.
 func TestCoordinatorKVStall(t *testing.T) {
 	leakCheck(t)
 	r := newRig(t, newFakeKV(), testLimits())
 	a, gen := r.stable("app")
+	if c := r.commit("app", a, gen, "orders", 0, 1); c != 0 {
+		t.Fatalf("commit: %d", c)
+	}
 	r.kv.setStall(true)
+	committed := r.commitAsync("app", a, gen, "orders", 0, 59)
 	for i := range 60 {
 		if c := r.heartbeat("app", a, gen); c != 0 {
 			t.Fatalf("heartbeat %d during the stall: %d", i, c)
 		}
-		if c := r.commit("app", a, gen, "orders", 0, int64(i)); c != 0 {
-			t.Fatalf("commit %d during the stall: %d", i, c)
-		}
 		r.advance(time.Second) // 60 s: six sessions
 	}
-	if off, _ := r.fetch("app", "orders", 0); off != 59 {
-		t.Fatalf("fetch during the stall: %d", off)
+	if off, _ := r.fetch("app", "orders", 0); off != 1 {
+		t.Fatalf("fetch during the stall: %d (the commit waiting for its write is acknowledged to no one)", off)
+	}
+	select {
+	case c := <-committed:
+		t.Fatalf("commit answered (%d) before it was written", c)
+	default:
 	}
 	jb := r.joinAsync("app", "") // a new member: a rebalance, waiting on the KV
 	ja := r.joinAsync("app", a)
@@ -468,25 +498,28 @@ func TestCoordinatorKVStall(t *testing.T) {
 	if j := <-jb; j.ErrorCode != 0 || j.Generation != gen+1 {
 		t.Fatalf("the new member's join: %+v", j)
 	}
-	testkit.WaitFor(t, "the commits to be written", func() bool {
-		r.advance(100 * time.Millisecond)
-		rec, _ := r.kv.stored("app")
-		return rec.Offsets["orders"][0].Offset == 59 && rec.Generation == gen+1
-	})
+	if c := <-committed; c != 0 {
+		t.Fatalf("commit once the KV is back: %d", c)
+	}
+	if rec, _ := r.kv.stored("app"); rec.Offsets["orders"][0].Offset != 59 || rec.Generation != gen+1 {
+		t.Fatalf("record: %+v", rec)
+	}
+	if off, _ := r.fetch("app", "orders", 0); off != 59 {
+		t.Fatalf("fetch: %d", off)
+	}
 }
 
 // TestCoordinatorKVFailuresRetried: failing writes are retried with
-// backoff and nothing is lost.
+// backoff (re-reading the record first: a failed write may have been
+// applied); the commits waiting on them are answered once written.
 func TestCoordinatorKVFailuresRetried(t *testing.T) {
 	leakCheck(t)
 	r := newRig(t, newFakeKV(), testLimits())
 	a, gen := r.stable("app")
 	r.kv.setFail(errKVDown)
+	var waiting []<-chan int16
 	for i := range 10 {
-		if c := r.commit("app", a, gen, "orders", int32(i), 7); c != 0 {
-			t.Fatalf("commit: %d", c)
-		}
-		r.advance(time.Second)
+		waiting = append(waiting, r.commitAsync("app", a, gen, "orders", int32(i), 7))
 	}
 	testkit.WaitFor(t, "writes to fail", func() bool { r.advance(time.Second); return r.kv.failures() >= 3 })
 	r.kv.setFail(nil)
@@ -495,6 +528,11 @@ func TestCoordinatorKVFailuresRetried(t *testing.T) {
 		rec, _ := r.kv.stored("app")
 		return len(rec.Offsets["orders"]) == 10
 	})
+	for i, ch := range waiting {
+		if c := <-ch; c != 0 {
+			t.Fatalf("commit %d: %d", i, c)
+		}
+	}
 }
 
 // TestCoordinatorLoadFailure: a group whose record cannot be read gets
@@ -609,9 +647,10 @@ func TestCoordinatorTakeover(t *testing.T) {
 }
 
 // TestCoordinatorLostCASReloads: two gateways that both think they
-// coordinate: the one whose generation write loses reloads the group
-// (its waiting members are sent to look the coordinator up again), and
-// commits it acknowledged survive the merge.
+// coordinate: the one whose write loses to a newer generation reloads the
+// group (its waiting members are sent to look the coordinator up again),
+// and a commit of the generation the group left, never acknowledged, is
+// refused NOT_COORDINATOR instead of going over the newer record.
 func TestCoordinatorLostCASReloads(t *testing.T) {
 	leakCheck(t)
 	kv := newFakeKV()
@@ -625,20 +664,21 @@ func TestCoordinatorLostCASReloads(t *testing.T) {
 	if j := r2.c.JoinGroup(context.Background(), joinReq(5, "app", a)); j.ErrorCode != 0 || j.Generation != gen+1 {
 		t.Fatalf("join at the second gateway: %+v", j)
 	}
-	// r1 still serves generation gen: a commit, and a rejoin that tries
-	// to write generation gen+1 too.
-	if c := r1.commit("app", a, gen, "orders", 0, 77); c != 0 {
+	// r1 still serves generation gen: a member waits there to rejoin, and
+	// a commit of generation gen, whose write loses.
+	jb := r1.joinAsync("app", "")
+	if c := r1.commit("app", a, gen, "orders", 0, 77); c != kerr.NotCoordinator.Code {
 		t.Fatalf("commit at the first gateway: %d", c)
 	}
-	j := r1.c.JoinGroup(context.Background(), joinReq(5, "app", a))
-	if j.ErrorCode != kerr.NotCoordinator.Code {
-		t.Fatalf("join at the losing gateway: %+v", j)
+	if j := <-jb; j.ErrorCode != kerr.NotCoordinator.Code {
+		t.Fatalf("join waiting at the losing gateway: %+v", j)
 	}
-	testkit.WaitFor(t, "the merged commit", func() bool {
-		r1.advance(100 * time.Millisecond)
-		rec, _ := kv.stored("app")
-		return rec.Offsets["orders"][0].Offset == 77
-	})
+	if rec, _ := kv.stored("app"); rec.Generation != gen+1 || len(rec.Offsets) != 0 {
+		t.Fatalf("record: %+v", rec)
+	}
+	if off, c := r1.fetch("app", "orders", 0); off != -1 || c != 0 {
+		t.Fatalf("fetch at the first gateway: %d %d", off, c)
+	}
 	kv.mu.Lock()
 	defer kv.mu.Unlock()
 	firsts := map[int32]int{}
@@ -649,6 +689,41 @@ func TestCoordinatorLostCASReloads(t *testing.T) {
 	}
 	if firsts[gen+1] != 1 {
 		t.Fatalf("generation %d written %d times as a new generation", gen+1, firsts[gen+1])
+	}
+}
+
+// TestCoordinatorFencedCommits: two gateways that both think they
+// coordinate one generation: a commit taken by one loses to the offset
+// the other wrote (and acknowledged) for that partition since, and is
+// refused NOT_COORDINATOR; one for a partition nobody else wrote is
+// written over the re-read record.
+func TestCoordinatorFencedCommits(t *testing.T) {
+	leakCheck(t)
+	kv := newFakeKV()
+	r1 := newRig(t, kv, testLimits())
+	a, gen := r1.stable("app")
+	if c := r1.commit("app", a, gen, "orders", 0, 10); c != 0 {
+		t.Fatalf("commit: %d", c)
+	}
+	r2 := newRig(t, kv, testLimits())
+	if c := r2.heartbeat("app", a, gen); c != kerr.RebalanceInProgress.Code { // r2 loads the group
+		t.Fatalf("heartbeat at the second gateway: %d", c)
+	}
+	if c := r2.commit("app", a, gen, "orders", 0, 50); c != 0 {
+		t.Fatalf("commit at the second gateway: %d", c)
+	}
+	if c := r1.commit("app", a, gen, "orders", 0, 40); c != kerr.NotCoordinator.Code {
+		t.Fatalf("commit over the other gateway's: %d", c)
+	}
+	if c := r1.commit("app", a, gen, "orders", 1, 7); c != 0 {
+		t.Fatalf("commit of another partition: %d", c)
+	}
+	rec, _ := kv.stored("app")
+	if rec.Offsets["orders"][0].Offset != 50 || rec.Offsets["orders"][1].Offset != 7 {
+		t.Fatalf("record: %+v", rec.Offsets)
+	}
+	if off, _ := r1.fetch("app", "orders", 0); off != 50 {
+		t.Fatalf("fetch at the first gateway: %d", off)
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -13,23 +14,43 @@ import (
 	"github.com/raidq/raidq/bus/meta"
 )
 
-// Committed offsets: OffsetCommit (checked by the core, kept here,
-// written behind) and OffsetFetch (from memory).
+// Committed offsets: OffsetCommit (checked by the core, written through)
+// and OffsetFetch (from memory: the record as last read or written).
 
-// OffsetCommit answers an OffsetCommit request (v0..v9): acknowledged once
-// the offsets are in memory; the record follows within WriteEvery.
+// OffsetCommit answers an OffsetCommit request (v0..v9), as Kafka does
+// once the offsets are replicated: once they are written to the group's
+// record. The commits that arrive while a write is in flight share the
+// next one. A commit that loses to another gateway's record gets
+// NOT_COORDINATOR (reconcile), one whose write failed and is not known to
+// be in the record within KVTimeout and replyMargin REQUEST_TIMED_OUT (it
+// may still be written): codes franz-go, librdkafka, sarama and kafka-go
+// retry on (so is COORDINATOR_NOT_AVAILABLE, when the group is dropped or
+// the gateway closes first).
 func (c *Coordinator) OffsetCommit(ctx context.Context, r *kmsg.OffsetCommitRequest) *kmsg.OffsetCommitResponse {
 	resp := r.ResponseKind().(*kmsg.OffsetCommitResponse)
 	var codes [][]int16
+	var wait *commitWait
+	var held *kgroup
 	code := unsupportedVersion
 	if servedVersion(kmsg.OffsetCommit, r.Version) {
 		code = c.locked(ctx, r.Group, func(g *kgroup, now int64) core.KafkaCode {
 			code := g.core.Commit(now, r.MemberID, deref(r.InstanceID), r.Generation)
 			if code == core.KafkaNone {
-				codes = c.commit(g, r, now)
+				codes, wait = c.commit(g, r, now)
+				held = g
 			}
 			return code
 		})
+	}
+	if wait != nil {
+		c.awaitCommit(held, wait)
+		for i, t := range r.Topics {
+			for j, p := range t.Partitions {
+				if codes[i][j] == 0 {
+					codes[i][j] = wait.codes[tp{topic: t.Topic, part: p.Partition}]
+				}
+			}
+		}
 	}
 	for i, t := range r.Topics {
 		rt := kmsg.NewOffsetCommitResponseTopic()
@@ -47,23 +68,54 @@ func (c *Coordinator) OffsetCommit(ctx context.Context, r *kmsg.OffsetCommitRequ
 	return resp
 }
 
-// commit takes an allowed commit's offsets (g.mu held), one code each.
-func (c *Coordinator) commit(g *kgroup, r *kmsg.OffsetCommitRequest, now int64) [][]int16 {
+// commit takes an allowed commit's offsets (g.mu held), one code each
+// (0: taken), and starts their write; the commit waits on the returned
+// commitWait (nil: nothing taken).
+func (c *Coordinator) commit(g *kgroup, r *kmsg.OffsetCommitRequest, now int64) ([][]int16, *commitWait) {
 	wall := c.cfg.Wall().UnixNano()
 	codes := make([][]int16, len(r.Topics))
-	taken := false
+	var w *commitWait
 	for i, t := range r.Topics {
 		codes[i] = make([]int16, len(t.Partitions))
 		for j, p := range t.Partitions {
 			codes[i][j] = c.commitOne(g, t.Topic, p, wall)
-			taken = taken || codes[i][j] == 0
+			if codes[i][j] == 0 {
+				if w == nil {
+					w = newCommitWait()
+				}
+				k := tp{topic: t.Topic, part: p.Partition}
+				w.keys[k] = g.offsets[k.topic][k.part]
+			}
 		}
 	}
-	if taken {
+	if w != nil {
+		g.commits = append(g.commits, w)
 		g.dirty = true
 		c.maybeWrite(g, now, false)
 	}
-	return codes
+	return codes, w
+}
+
+// awaitCommit waits for w's write, for at most KVTimeout and
+// replyMargin: the time of a write in flight, then of the next one or of
+// the re-read after a reply lost. Not for the request's own deadline: the
+// answer says whether the offsets are in the record, known only once the
+// write's outcome is (a client that gave up meanwhile is sent nothing).
+func (c *Coordinator) awaitCommit(g *kgroup, w *commitWait) {
+	t := time.NewTimer(c.lim.KVTimeout + replyMargin)
+	defer t.Stop()
+	select {
+	case <-w.done:
+		return
+	case <-t.C:
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for k := range w.keys { // unless written meanwhile
+		w.settle(k, kerr.RequestTimedOut.Code)
+	}
+	g.commits = slices.DeleteFunc(g.commits, func(x *commitWait) bool { return x == w })
+	g.flight = slices.DeleteFunc(g.flight, func(x *commitWait) bool { return x == w })
 }
 
 // commitOne checks and keeps one partition's offset within the limits:
@@ -220,10 +272,12 @@ func (c *Coordinator) fetchOffsets(ctx context.Context, name string, want []fetc
 	return out, int16(code)
 }
 
+// fetch answers from the record as last read or written here: the
+// commits taken and not yet written are acknowledged to no one.
 func (g *kgroup) fetch(want []fetchTopic) []fetchedTopic {
 	if want == nil {
-		for _, topic := range slices.Sorted(maps.Keys(g.offsets)) {
-			want = append(want, fetchTopic{topic: topic, parts: slices.Sorted(maps.Keys(g.offsets[topic]))})
+		for _, topic := range slices.Sorted(maps.Keys(g.stored)) {
+			want = append(want, fetchTopic{topic: topic, parts: slices.Sorted(maps.Keys(g.stored[topic]))})
 		}
 	}
 	out := make([]fetchedTopic, 0, len(want))
@@ -231,7 +285,7 @@ func (g *kgroup) fetch(want []fetchTopic) []fetchedTopic {
 		ft := fetchedTopic{topic: t.topic}
 		for _, p := range t.parts {
 			f := fetched{part: p, offset: -1}
-			if o, ok := g.offsets[t.topic][p]; ok {
+			if o, ok := g.stored[t.topic][p]; ok {
 				f.offset, f.metadata = o.Offset, o.Metadata
 			}
 			ft.parts = append(ft.parts, f)

@@ -133,6 +133,7 @@ type kafkaRun struct {
 	plans   map[int32][]kplan         // generation -> the assignments its leaders sent
 	acts    map[int32]map[string]kact // generation -> member -> the assignment it acts on
 	commits []kcommit                 // OffsetCommits answered OK
+	sent    map[int32]map[int64]bool  // the offsets OffsetCommits carried, by partition
 	stats   kstats
 }
 
@@ -271,7 +272,11 @@ func (s *sim) scheduleKafka() {
 		memberFault(true)
 	}
 	k.quiet = quiet
-	k.end = quiet + k.bound() + 3*kafkaCommit
+	// The end leaves room for commits after the group settles: three
+	// commit periods, plus two lost KV replies (a write-through commit
+	// whose write's reply is lost waits the coordinator's KV timeout, 5 s,
+	// and the record is re-read before the next write).
+	k.end = quiet + k.bound() + 3*kafkaCommit + 2*int64(5*time.Second)
 	s.at(k.quiet, func() { s.log.add("kafka: last fault over; the group must settle by %s", s.log.at(k.quiet+k.bound())) })
 	s.at(k.end, k.finish)
 }
@@ -747,6 +752,11 @@ func (k *kafkaRun) fetched(in *kgwInc, m *kmember, resp *kmsg.OffsetFetchRespons
 						return nil
 					}
 				}
+				// A commit written and not answered OK (its gateway died
+				// first, or answered a timeout): Kafka's ambiguity too.
+				if k.sent[p.Partition][p.Offset] && p.Offset >= k.commits[latest].off {
+					return nil
+				}
 				return &k.commits[latest]
 			}
 			c := check(known)
@@ -1165,6 +1175,15 @@ func (m *kmember) commit(then func(ok bool)) {
 	}
 	req.Topics = append(req.Topics, t)
 	m.committing = true
+	if k.sent == nil {
+		k.sent = map[int32]map[int64]bool{}
+	}
+	for _, p := range t.Partitions {
+		if k.sent[p.Partition] == nil {
+			k.sent[p.Partition] = map[int64]bool{}
+		}
+		k.sent[p.Partition][p.Offset] = true
+	}
 	k.request(m, m.coord, kafkaReqWait, func(ctx context.Context, c *kafka.Coordinator) any { return c.OffsetCommit(ctx, req) },
 		func(in *kgwInc, resp any) { k.committed(in, m, req, resp.(*kmsg.OffsetCommitResponse)) },
 		func(resp any, err error) {

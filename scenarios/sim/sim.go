@@ -186,13 +186,22 @@ func (s *sim) loop() {
 				s.prodsLeft == 0 && s.readersLeft == 0)
 			return
 		}
-		if e.at-epoch0 > runLimit {
+		if e.at-epoch0 > s.runLimit() {
 			s.stuck()
 			return
 		}
 		s.now = e.at
 		e.fn()
 	}
+}
+
+// runLimit is when a run that has not finished is stuck: runLimit, or
+// later when the Kafka part is planned to end later (kafka_group.go).
+func (s *sim) runLimit() int64 {
+	if s.kafka != nil {
+		return max(runLimit, s.kafka.end-epoch0+int64(5*time.Second))
+	}
+	return runLimit
 }
 
 // stuck reports who did not finish in time.
