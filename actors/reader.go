@@ -27,9 +27,10 @@ type ReaderConfig struct {
 	From      core.Position
 	// Core overrides the reader rules derived from the topic (zero = derived).
 	Core core.ReaderConfig
-	// Warm: scan this far before From only to learn stripe ids, so a
-	// stripe delivered there (by a previous owner) is not delivered again
-	// at a second copy after From (core.ReaderConfig.Warm).
+	// Warm has no effect (kept so that callers build). A warm-up that
+	// learnt stripe ids before From dropped records a previous owner had
+	// not delivered: a stripe in doubt to it at its first copy comes at its
+	// retry copy, and its commit can fall between the two (core.NewReader).
 	Warm time.Duration
 	// ScanTimeout bounds one node's answer to one scan page (default 1s;
 	// at most the link's timeout, ClientConfig.Link).
@@ -184,9 +185,6 @@ func (c *Client) NewReader(cfg ReaderConfig) (*Reader, error) {
 		p := t.Params
 		p.AcceptWindow = time.Duration(t.AcceptPlan().Max())
 		cfg.Core = core.DefaultReaderConfig(p)
-	}
-	if cfg.Warm > 0 {
-		cfg.Core.Warm = uint64(cfg.Warm)
 	}
 	if cfg.From.Offset < t.Created {
 		cfg.From = core.Position{Offset: t.Created} // nothing exists before the topic

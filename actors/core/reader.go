@@ -59,12 +59,6 @@ type ReaderConfig struct {
 	// MaxDeferredBytes bounds the shard bytes the deferred rows may hold
 	// (each counted as if all n of its shards came in), likewise.
 	MaxDeferredBytes int
-	// Warm: how far before its start position the reader scans only to
-	// learn the stripe ids there, delivering nothing (0: none). A group
-	// member taking a partition over sets it, so a stripe committed twice
-	// (a retry whose first attempt also committed) whose first copy the
-	// previous owner delivered is not delivered again at its second copy.
-	Warm uint64
 	// DeferredRescan is the first interval between re-asks of a deferred
 	// offset's unheard nodes; it doubles up to MaxDeferredRescan.
 	DeferredRescan, MaxDeferredRescan int64
@@ -228,9 +222,12 @@ type seenEntry struct {
 }
 
 // NewReader starts a reader at from (delivering records at from.Offset
-// with index >= from.Index, then everything after).
+// with index >= from.Index, then everything after). Its dedupe memory
+// starts empty: stripe ids seen before from would not say where a
+// previous reader delivered their stripes (one in doubt to it at its
+// first copy came at a later one, and its commit may fall in between).
 func NewReader(cfg ReaderConfig, from Position) *Reader {
-	return &Reader{cfg: cfg, start: from, pos: from, frontier: from.Offset - min(cfg.Warm, from.Offset), rows: make(map[uint64]*row),
+	return &Reader{cfg: cfg, start: from, pos: from, frontier: from.Offset, rows: make(map[uint64]*row),
 		seen: make(map[stripe.ID]uint64), later: make(map[stripe.ID]uint64), deferred: newDeferredSet()}
 }
 
@@ -527,9 +524,7 @@ func (r *Reader) merge(now int64, sc Scan, results []NodeResult, out *Output, fr
 		}
 		heard[res.Node], closed[res.Node] = true, res.Closed
 		for _, e := range res.Entries {
-			// Entries in [start, pos) were settled already; those below
-			// start belong to the warm-up (learn ids, deliver nothing).
-			if e.Offset < sc.From || e.Offset >= sc.To || (e.Offset < r.pos.Offset && e.Offset >= r.start.Offset && r.deferred.rows[e.Offset] == nil) {
+			if e.Offset < sc.From || e.Offset >= sc.To || (e.Offset < r.pos.Offset && r.deferred.rows[e.Offset] == nil) {
 				continue
 			}
 			rw := r.rowAt(now, e.Offset, fresh, sc)

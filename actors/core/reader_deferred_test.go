@@ -132,25 +132,3 @@ func TestReaderRescansDoNotStarve(t *testing.T) {
 		t.Fatalf("%d main scans and %d rescans in 60 calls: rescans starve the reader", mains, rescans)
 	}
 }
-
-// TestReaderWarmDedupesAcrossHandover: a stripe committed twice, its
-// first copy before a new owner's start position and its second after,
-// is delivered again by a reader without warm-up, and not by one whose
-// warm-up covers the first copy (it learns the stripe id there and
-// delivers nothing below its start).
-func TestReaderWarmDedupesAcrossHandover(t *testing.T) {
-	w := newWorld(6)
-	x, before, after := sid(0, 1), sid(1, 1), sid(2, 1)
-	start := base + ms2u(500)
-	w.put(encode(t, before, base+ms2u(100), 1), 0, 1, 2, 3, 4, 5)
-	w.put(encode(t, x, base+ms2u(200), 1), 0, 1, 2, 3, 4, 5) // delivered by the previous owner
-	w.put(encode(t, x, start+ms2u(300), 1), 0, 1, 2, 3, 4, 5)
-	w.put(encode(t, after, start+ms2u(400), 1), 0, 1, 2, 3, 4, 5)
-	now := int64(start) + 5000*ms
-	cold := drive(NewReader(DefaultReaderConfig(params()), Position{Offset: start}), w, now, now+100*ms, 10*ms, deafTo())
-	wantValues(t, cold.values, values(x, 1), values(after, 1))
-	cfg := DefaultReaderConfig(params())
-	cfg.Warm = cfg.LookAhead
-	warm := drive(NewReader(cfg, Position{Offset: start}), w, now, now+100*ms, 10*ms, deafTo())
-	wantValues(t, warm.values, values(after, 1))
-}

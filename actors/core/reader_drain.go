@@ -59,24 +59,16 @@ func (r *Reader) drain(now int64, out *Output) {
 			break
 		}
 		if !r.resolve(now, rw, out) {
-			r.advance(Position{Offset: rw.offset, Index: r.skipIndex(rw.offset)})
+			r.pos = Position{Offset: rw.offset, Index: r.skipIndex(rw.offset)}
 			return
 		}
 		r.forget(rw)
-		r.advance(Position{Offset: rw.offset + 1})
+		r.pos = Position{Offset: rw.offset + 1}
 	}
 	if r.frontier > r.pos.Offset {
 		r.pos = Position{Offset: r.frontier}
 	}
 	r.prune()
-}
-
-// advance moves pos up to p, never back: rows of the warm-up (below the
-// start) resolve below it.
-func (r *Reader) advance(p Position) {
-	if r.pos.Less(p) {
-		r.pos = p
-	}
 }
 
 // skipIndex keeps a partially delivered start offset's index.
@@ -108,9 +100,6 @@ func (r *Reader) resolve(now int64, rw *row, out *Output) bool {
 		case quorum.Deliver:
 			r.deliver(rw, g, out)
 		case quorum.InDoubt:
-			if rw.offset < r.start.Offset {
-				continue // the warm-up delivers nothing: a previous owner's commit passed this offset
-			}
 			if r.committedLater(rw.offset, g.ref.ID) {
 				continue // the retry copy is delivered at its own offset
 			}

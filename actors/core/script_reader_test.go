@@ -7,7 +7,7 @@ package core_test
 //
 //	reader [n= k= w= accept= read-delay=] [start=0s] [window=] [lookahead=]
 //	       [in-doubt-wait=] [rescan-every=] [skip-behind=] [max-deferred=]
-//	       [deferred-rescan=] [max-deferred-rescan=] [warm=]
+//	       [deferred-rescan=] [max-deferred-rescan=]
 //	                          a new Reader (DefaultReaderConfig, then the
 //	                          overrides) and an empty ensemble
 //	put id=pP/S offset= nodes=(..) [recs=1]
@@ -63,7 +63,6 @@ func (x *driver) readerCmd(emit func(string, ...any)) bool {
 		cfg.MaxDeferred = x.num("max-deferred", cfg.MaxDeferred)
 		cfg.DeferredRescan = x.dur("deferred-rescan", cfg.DeferredRescan)
 		cfg.MaxDeferredRescan = x.dur("max-deferred-rescan", cfg.MaxDeferredRescan)
-		cfg.Warm = uint64(x.dur("warm", int64(cfg.Warm)))
 		sr := &scriptReader{r: core.NewReader(cfg, core.Position{Offset: uint64(x.at("start", 0))}), p: p,
 			world: make([]map[uint64][]byte, p.N), down: make([]bool, p.N), skew: make([]int64, p.N)}
 		for i := range sr.world {
