@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -31,7 +32,10 @@ import (
 //
 //   - Liveness is judged on this member's own monotonic clock from the
 //     other records' revisions (core.Liveness); a metadata stall judges
-//     nobody dead.
+//     nobody dead. Only a listing known to be current is observed: one
+//     showing this round's heartbeat (freshListing), nothing older than
+//     already seen; an owner a position record names that the listing
+//     left out is read by its key (confirmOwners).
 //   - Revoke before assign: a partition assigned here is claimed only once
 //     its record is released, names this member, or names a member judged
 //     dead. A partition assigned elsewhere is given up at once: its reader
@@ -89,6 +93,7 @@ type groupState struct {
 	trouble   string // the state last logged, so each change is logged once
 	topicGone int
 	lastBeat  time.Time // when the last heartbeat that succeeded was sent (bugs.RoundPause only)
+	ownRev    uint64    // the highest revision of this member's record a member listing showed
 
 	mu       sync.Mutex
 	parts    map[int]*groupPart
@@ -332,6 +337,12 @@ func (g *groupState) round() {
 		g.setTrouble("listing members failed", err)
 		return
 	}
+	if !g.freshListing(beats, beat) && !g.bugs.TrustStaleListings {
+		if beat {
+			g.setTrouble("member listing answered from an old state", errStaleListing)
+		}
+		return
+	}
 	if g.bugs.SkipConfirmMissing {
 		// the bug: a member missing from the listing is taken for gone
 	} else if err := g.confirmMissing(ctx, beats); err != nil {
@@ -343,10 +354,21 @@ func (g *groupState) round() {
 	for m, b := range beats {
 		obs[m] = core.MemberBeat{Revision: b.Revision, Session: int64(b.Session)}
 	}
+	if !g.bugs.TrustStaleListings && g.live.Behind(obs) {
+		g.setTrouble("member listing answered from an old state", errStaleListing)
+		return
+	}
 	g.live.Observe(g.now(), obs)
 	owners, err := g.store.GroupPositions(ctx, g.group, g.c.topic)
 	if err != nil {
 		g.setTrouble("listing positions failed", err)
+		return
+	}
+	if g.bugs.SkipOwnerRead || g.bugs.SkipConfirmMissing {
+		// the bug: an owner missing from the listing is taken for gone
+	} else if err := g.confirmOwners(ctx, obs, owners); err != nil {
+		g.live.Failed(g.now())
+		g.setTrouble("reading a member's record failed", err)
 		return
 	}
 	if !g.topicStill() {
@@ -379,6 +401,63 @@ func (g *groupState) confirmMissing(ctx context.Context, beats map[string]meta.M
 				g.logArgs("missing", m)...)
 			beats[m] = b
 		}
+	}
+	return nil
+}
+
+// errStaleListing: a member listing older than this member's heartbeat.
+var errStaleListing = errors.New("a member listing did not show this member's last heartbeat, or showed a record older than already seen")
+
+// freshListing reports whether a member listing is known to be answered
+// from the KV as it is now, not from an older state (a replica behind, a
+// former leader resuming): this round's heartbeat succeeded and the
+// listing shows this member's record at a revision higher than any
+// listing showed before. Only such a listing is observed and planned on:
+// one answered from an old state shows a live member's heartbeat as it
+// was then, and taken as current it runs that member's session out while
+// it heartbeats. Skipping the others (without counting their time out,
+// as a failed listing's is) keeps sessions timed: the next fresh listing
+// still shows whether the revision moved meanwhile.
+func (g *groupState) freshListing(beats map[string]meta.MemberBeat, beat bool) bool {
+	own, ok := beats[g.member]
+	fresh := beat && ok && own.Revision > g.ownRev
+	if ok {
+		g.ownRev = max(g.ownRev, own.Revision)
+	}
+	return fresh
+}
+
+// confirmOwners reads by key the record of every member a position
+// record names that the member listing left out, and observes those
+// still there: this member may never have seen them (its first listing
+// missed them, confirmMissing only re-reads members it already judges
+// live), and an owner never seen counts as dead, so its partition would be
+// claimed while it reads it.
+func (g *groupState) confirmOwners(ctx context.Context, obs map[string]core.MemberBeat, owners map[int]meta.PositionEntry) error {
+	var missing []string
+	for _, e := range owners {
+		if m := e.Pos.Member; m != "" && m != g.member && !slices.Contains(missing, m) {
+			if _, ok := obs[m]; !ok {
+				missing = append(missing, m)
+			}
+		}
+	}
+	slices.Sort(missing)
+	found := false
+	for _, m := range missing {
+		b, ok, err := g.store.GroupBeat(ctx, g.group, g.c.topic, m)
+		if err != nil {
+			return err
+		}
+		if ok {
+			g.c.ports.logger.Info("consumer group: a position record's owner was missing from the member listing; its record is there",
+				g.logArgs("missing", m)...)
+			obs[m] = core.MemberBeat{Revision: b.Revision, Session: int64(b.Session)}
+			found = true
+		}
+	}
+	if found {
+		g.live.Observe(g.now(), obs)
 	}
 	return nil
 }

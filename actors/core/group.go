@@ -88,6 +88,21 @@ func (l *Liveness) Observe(now int64, beats map[string]MemberBeat) {
 	}
 }
 
+// Behind reports whether a listing shows a member at a lower revision
+// than one this observer already took for it: revisions only grow (a
+// deleted and recreated record gets a higher one), so the listing was
+// answered from an older state of the KV (a replica behind, a former
+// leader resuming). The caller takes it for a failed listing (Failed):
+// observed, it would make a live member's heartbeat look stopped.
+func (l *Liveness) Behind(beats map[string]MemberBeat) bool {
+	for m, b := range beats {
+		if s := l.members[m]; s != nil && b.Revision < s.rev {
+			return true
+		}
+	}
+	return false
+}
+
 // Failed records a listing that failed at now. Sessions stop running
 // until the next success: a metadata stall judges nobody dead, and a
 // lossy metadata store only slows the judgement by the time it hid.

@@ -171,3 +171,17 @@ func TestClockWatch(t *testing.T) {
 		t.Fatal("back within half the bound: must turn on")
 	}
 }
+
+// TestLivenessBehind: a listing showing a member at a lower revision than
+// already observed was answered from an older state; a higher or equal
+// one, or a member not seen yet, is not.
+func TestLivenessBehind(t *testing.T) {
+	l := NewLiveness(0)
+	l.Observe(0, map[string]MemberBeat{"a": {Revision: 5, Session: 10 * sec}, "b": {Revision: 7, Session: 10 * sec}})
+	if l.Behind(map[string]MemberBeat{"a": {Revision: 5}, "b": {Revision: 9}, "c": {Revision: 1}}) {
+		t.Fatal("a current listing taken for an old one")
+	}
+	if !l.Behind(map[string]MemberBeat{"a": {Revision: 6}, "b": {Revision: 4}}) {
+		t.Fatal("b's revision went back from 7 to 4: the listing is from an older state")
+	}
+}

@@ -77,7 +77,8 @@ type PartitionReader interface {
 // clients never set them.
 type GroupBugs struct {
 	// SkipConfirmMissing: a live member missing from a member listing is
-	// taken for gone (before 1177bb4: no read by key, confirmMissing).
+	// taken for gone (before 1177bb4: no read by key, neither
+	// confirmMissing nor confirmOwners).
 	SkipConfirmMissing bool
 	// HandOverRace: a message being handed over when its partition is
 	// released still goes to the application, and the release does not
@@ -101,4 +102,13 @@ type GroupBugs struct {
 	// ResumeBlind: a paused member resumes as soon as a heartbeat
 	// succeeds, without reasserting its records.
 	ResumeBlind bool
+	// SkipOwnerRead: a member a position record names that is missing
+	// from the member listing is not read by key; never seen by this
+	// member (its first listing missed it), it counts as dead.
+	SkipOwnerRead bool
+	// TrustStaleListings: a member listing is observed and planned on
+	// however old the state it was answered from: also when it does not
+	// show this round's heartbeat (or the round's heartbeat failed), or
+	// shows a record older than already seen.
+	TrustStaleListings bool
 }

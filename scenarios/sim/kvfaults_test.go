@@ -1,7 +1,6 @@
 package sim
 
 import (
-	"flag"
 	"testing"
 	"time"
 
@@ -10,10 +9,8 @@ import (
 
 // Configs and tests of the KV's listing and read faults (kv.go: partial
 // listings, stale reads), and the past bugs of the shipped group member
-// they catch. The faults stay out of SeedConfig for now: the shipped
-// member does not survive all of them yet (TestSimKVGaps).
-
-var flagKVGaps = flag.Bool("sim.kvgaps", false, "run TestSimKVGaps: seeds the shipped group member fails under partial listings and stale reads")
+// they catch. The faults stay out of SeedConfig for now (TestSimSeeds'
+// seeds replay unchanged); TestSimKVFaultsGroup runs the group under them.
 
 // partialGroupConfig: groupConfig's three members, a third of whose
 // listings run for up to 400 ms and miss the keys written meanwhile (a
@@ -75,6 +72,24 @@ func TestSimKVKinds(t *testing.T) {
 // seeds 1-20 of partialGroupConfig catches it (a member claims the
 // partition another reads); 1, 2 and 4 also pass as shipped.
 //
+// SkipOwnerRead (before confirmOwners): a member's first listing, taken
+// as it joins, misses the others' heartbeat records (written while it
+// ran); confirmMissing re-reads only members the observer already judges
+// live, so the newcomer takes the owner a position record names, never
+// seen, for dead and claims the partition it reads (partialGroupConfig
+// 3, 7, 11, 18: both deliver).
+//
+// TrustStaleListings (before freshListing): after a KV stall or cut-off,
+// member listings answered from the KV as it was when the fault began
+// show a live member's heartbeat revision as it was then; observed, they
+// run its session on while it heartbeats, and the member claims its
+// partition with a fresh positions listing's revision (staleGroupConfig
+// 48, 156; before the readers were the shipped ones, 4, 22, 57, 138, 141:
+// in 22 m0a35's listing held by a 3.6 s stall was answered when it ended,
+// so the stall counted toward m2a46's session, then a lost heartbeat
+// reply and stale listings, its own record 4 revisions back, had it judge
+// m2a46 dead, which had heartbeaten again since).
+//
 // The listing cut short by its deadline (before 5bb0df2) has no case: in
 // the member as shipped every call of a round shares the round's context,
 // so after a listing returned what it had at the deadline the next call
@@ -90,6 +105,14 @@ func TestSimPastBugs(t *testing.T) {
 	}{
 		{"group: a live member missing from a partial listing taken for gone", drillhooks.GroupBugs{SkipConfirmMissing: true},
 			partialGroupConfig, []uint64{1, 2, 4}},
+		{"group: an owner missing from a joining member's first listing taken for dead", drillhooks.GroupBugs{SkipOwnerRead: true},
+			partialGroupConfig, []uint64{3, 7, 11, 18}},
+		{"group: stale member listings run a live member's session out", drillhooks.GroupBugs{TrustStaleListings: true},
+			staleGroupConfig, []uint64{48, 156}},
+		// (TestSimGroupGaps catches it under lost messages; stale reads
+		// catch it too.)
+		{"group: resuming after a pause without reasserting the records", drillhooks.GroupBugs{ResumeBlind: true},
+			staleGroupConfig, []uint64{37}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -109,34 +132,31 @@ func TestSimPastBugs(t *testing.T) {
 	}
 }
 
-// TestSimKVGaps (-sim.kvgaps) runs the seeds the shipped group member
-// fails under the new KV faults; each breaks "one reader at a time" (a
-// member claims the partition while another reads it, both deliver).
-//
-//   - partialGroupConfig 3, 7, 11, 18: a member's first listing, taken
-//     as it joins, misses the others' heartbeat records (written while it
-//     ran); confirmMissing re-reads only members the observer already
-//     judged live, so it takes the owner named in the position record for
-//     dead and claims. (1177bb4's fix covers a member's later listings
-//     only; reading by key an owner missing from the listing would close
-//     it.)
-//   - staleGroupConfig 4, 22, 57, 138, 141: stale answers after a stall
-//     or cut-off; e.g. 22: after a 3.6 s stall and a lost heartbeat reply
-//     m0a35 lists members stale three times running, then claims p0 from
-//     m2a46, which reads it, with the revision of a fresh positions
-//     listing. Not analysed further yet.
-func TestSimKVGaps(t *testing.T) {
-	if !*flagKVGaps {
-		t.Skip("known failures of the shipped member under partial listings and stale reads; run with -sim.kvgaps")
+// TestSimKVFaultsGroup runs the shipped group member under partial
+// listings and under stale reads, 60 seeds each (30 with -short):
+// nothing breaks. Before confirmOwners and freshListing partialGroupConfig
+// 3, 7, 11, 18, 21, 33, 35, 40, 44, 51, 52 and staleGroupConfig 48
+// broke (TestSimPastBugs re-creates both).
+func TestSimKVFaultsGroup(t *testing.T) {
+	n := uint64(60)
+	if testing.Short() {
+		n = 30
 	}
 	for _, c := range []struct {
+		name   string
 		config func(uint64) Config
-		seeds  []uint64
-	}{{partialGroupConfig, []uint64{3, 7, 11, 18}}, {staleGroupConfig, []uint64{4, 22, 57, 138, 141}}} {
-		for _, seed := range c.seeds {
-			if res := Run(t, c.config(seed)); res.Broken() {
-				t.Errorf("seed %d (%s): %s", seed, c.config(seed), res.Violations[0])
+	}{{"partial listings", partialGroupConfig}, {"stale reads", staleGroupConfig}} {
+		t.Run(c.name, func(t *testing.T) {
+			var total tally
+			for seed := uint64(1); seed <= n; seed++ {
+				res := Run(t, c.config(seed))
+				total.add(&res)
+				if res.Broken() {
+					reportFailure(t, seed, &res)
+					return
+				}
 			}
-		}
+			t.Logf("%d seeds: %s", n, total)
+		})
 	}
 }
