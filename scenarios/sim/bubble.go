@@ -64,6 +64,21 @@ func (b *bubble) post(who string, seq uint64, fn func()) {
 	}
 }
 
+// postKeyed hands the loop a call ordered by what it asks (key) among
+// the calls its caller made at one instant: for callers whose goroutines
+// call concurrently, where a call number would follow the Go scheduler.
+// Calls with equal keys ask the same thing, so their order does not
+// matter.
+func (b *bubble) postKeyed(who, key string, fn func()) {
+	b.mu.Lock()
+	b.calls = append(b.calls, portCall{who: who, key: key, fn: fn})
+	b.mu.Unlock()
+	select {
+	case b.wake <- struct{}{}:
+	default:
+	}
+}
+
 // postLog hands the loop a driver's log line: the lines one caller logs at
 // one instant, from goroutines Go ran in either order, go in by text.
 func (b *bubble) postLog(who, line string, fn func()) {

@@ -76,7 +76,9 @@ func (in *kgwInc) kvCall(ctx context.Context, op kvOp, done func(kvReply)) kvRep
 	}
 	reply := make(chan kvReply, 1)
 	s := in.gw.k.s
-	s.bubble.post(in.tag, in.calls.Add(1), func() {
+	// The coordinator's goroutines (requests, its writer) call at once:
+	// ordered by what they ask, not by call number (bubble.postKeyed).
+	s.bubble.postKeyed(in.tag, kvOpKey(op), func() {
 		if in.isDead() {
 			reply <- kvReply{err: errDead}
 			return
@@ -96,6 +98,15 @@ func (in *kgwInc) kvCall(ctx context.Context, op kvOp, done func(kvReply)) kvRep
 	case <-in.dead:
 		return kvReply{err: errDead}
 	}
+}
+
+// kvOpKey is what op asks, in full: its order among concurrent calls.
+func kvOpKey(op kvOp) string {
+	v := fmt.Sprint(op.val)
+	if r, ok := op.val.(*kgRecord); ok && r != nil {
+		v = string(r.b)
+	}
+	return sprintf("%s rev=%d %s", op, op.rev, v)
 }
 
 // kgroupKey is meta's key of a Kafka group's record.

@@ -121,13 +121,13 @@ func TestSimKafkaDeterministic(t *testing.T) {
 	for seed := uint64(1); seed <= 100; seed++ {
 		cfg := kafkaConfig(seed)
 		a, b := Run(t, cfg), Run(t, cfg)
+		for i := range min(len(a.Log), len(b.Log)) {
+			if a.Log[i] != b.Log[i] {
+				t.Fatalf("seed %d: log line %d differs:\n%s\n%s\nbefore:\n%s", seed, i, a.Log[i], b.Log[i], strings.Join(a.Log[max(i-8, 0):i], "\n"))
+			}
+		}
 		if len(a.Log) != len(b.Log) {
 			t.Fatalf("seed %d: %d then %d log lines", seed, len(a.Log), len(b.Log))
-		}
-		for i := range a.Log {
-			if a.Log[i] != b.Log[i] {
-				t.Fatalf("seed %d: log line %d differs:\n%s\n%s", seed, i, a.Log[i], b.Log[i])
-			}
 		}
 	}
 }
