@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -142,6 +143,10 @@ type CoordinatorConfig struct {
 	// ValidPartition says whether a commit's partition exists (nil: all
 	// do); others get UNKNOWN_TOPIC_OR_PARTITION.
 	ValidPartition func(topic string, partition int32) bool
+	// IDRand gives the random bytes of new member ids (nil: crypto/rand);
+	// the simulation seeds it so a seed replays. It must be safe for
+	// concurrent use.
+	IDRand io.Reader
 	// Bugs re-creates mistakes on purpose, for the tests that show the
 	// simulation (scenarios/sim/kafka_group.go) catches them. Zero: none.
 	Bugs CoordinatorBugs

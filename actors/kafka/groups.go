@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"io"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -48,7 +49,7 @@ func (c *Coordinator) JoinGroup(ctx context.Context, r *kmsg.JoinGroupRequest) *
 	}
 	ci := clientOf(ctx)
 	instance := deref(r.InstanceID)
-	j := core.KafkaJoin{Req: c.reqs.Add(1), Member: strings.Clone(r.MemberID), NewMember: newMemberID(ci.id, instance),
+	j := core.KafkaJoin{Req: c.reqs.Add(1), Member: strings.Clone(r.MemberID), NewMember: newMemberID(c.cfg.IDRand, ci.id, instance),
 		Instance: instance, ClientID: strings.Clone(ci.id), ClientHost: strings.Clone(ci.host),
 		ProtocolType: strings.Clone(r.ProtocolType),
 		Session:      millis(r.SessionTimeoutMillis), Rebalance: millis(r.RebalanceTimeoutMillis),
@@ -208,8 +209,9 @@ func (c *Coordinator) LeaveGroup(ctx context.Context, r *kmsg.LeaveGroupRequest)
 }
 
 // newMemberID is Kafka's form: the client id (a static member's instance
-// id), a dash and random hex; the prefix is cut to 64 bytes of UTF-8.
-func newMemberID(clientID, instance string) string {
+// id), a dash and random hex (from src; nil: crypto/rand); the prefix is
+// cut to 64 bytes of UTF-8.
+func newMemberID(src io.Reader, clientID, instance string) string {
 	prefix := clientID
 	if instance != "" {
 		prefix = instance
@@ -226,7 +228,10 @@ func newMemberID(clientID, instance string) string {
 		prefix = "member"
 	}
 	var b [16]byte
-	_, _ = rand.Read(b[:])
+	if src == nil {
+		src = rand.Reader
+	}
+	_, _ = io.ReadFull(src, b[:])
 	return prefix + "-" + hex.EncodeToString(b[:])
 }
 

@@ -324,7 +324,8 @@ func (g *kgateway) begin() {
 	// whether the group is dropped unwritten, so the seed would not replay.
 	tick := 90*time.Millisecond + time.Duration(s.rnd.Int64N(int64(20*time.Millisecond)))
 	c, err := kafka.NewCoordinator(kafka.CoordinatorConfig{KV: in, IsCoordinator: in.isCoordinator, Logger: in.logger(),
-		Clock: in.clock, Wall: in.wall, Limits: kafka.GroupLimits{MinSession: time.Second, Tick: tick}, Bugs: k.cfg.bugs})
+		Clock: in.clock, Wall: in.wall, Limits: kafka.GroupLimits{MinSession: time.Second, Tick: tick}, Bugs: k.cfg.bugs,
+		IDRand: newIDSource(s.cfg.Seed, in.tag)})
 	if err != nil {
 		panic(sprintf("sim: kafka.NewCoordinator: %v", err))
 	}

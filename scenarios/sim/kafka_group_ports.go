@@ -2,9 +2,11 @@ package sim
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"regexp"
 	"strings"
 	"sync"
@@ -271,4 +273,25 @@ func (in *kgwInc) serve(ctx context.Context, call func(ctx context.Context) any,
 			}
 		})
 	})
+}
+
+// idSource is a gateway process's seeded source of member-id bytes
+// (kafka.CoordinatorConfig.IDRand): random ids would change the members'
+// order in the coordinator, and with it the op log.
+type idSource struct {
+	mu  sync.Mutex
+	rnd *rand.ChaCha8
+}
+
+func newIDSource(seed uint64, tag string) *idSource {
+	var key [32]byte
+	binary.LittleEndian.PutUint64(key[:], seed)
+	copy(key[8:], tag)
+	return &idSource{rnd: rand.NewChaCha8(key)}
+}
+
+func (r *idSource) Read(b []byte) (int, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.rnd.Read(b)
 }
