@@ -88,11 +88,8 @@ type member struct {
 // minc is one member process: its consumer and its ports.
 type minc struct {
 	m        *member
-	tag      string // "m0a3f#2": the caller name of its port calls
+	proc     // tag "m0a3f#2"
 	id       string
-	dead     chan struct{} // closed when the process dies
-	deadOnce sync.Once
-	calls    atomic.Uint64
 	appCalls atomic.Uint64
 	rnd      *rand.Rand    // the application's processing times (the app goroutine only)
 	ready    chan struct{} // closed once the consumer started (or failed to)
@@ -105,17 +102,6 @@ type minc struct {
 	// Loop-owned, for the checks.
 	last     map[int]*holding // its last reader of each partition
 	released map[int]bool     // released the partition since its last write naming itself
-}
-
-func (in *minc) die() { in.deadOnce.Do(func() { close(in.dead) }) }
-
-func (in *minc) isDead() bool {
-	select {
-	case <-in.dead:
-		return true
-	default:
-		return false
-	}
 }
 
 // think is how long the application takes over one message.
@@ -133,7 +119,7 @@ func (m *member) join() {
 		return
 	}
 	m.runs++
-	in := &minc{m: m, tag: sprintf("%s#%d", m.id, m.runs), id: m.id, dead: make(chan struct{}), ready: make(chan struct{}),
+	in := &minc{m: m, proc: newProc(sprintf("%s#%d", m.id, m.runs)), id: m.id, ready: make(chan struct{}),
 		rnd: rand.New(rand.NewPCG(s.rnd.Uint64(), 0x9a)), last: map[int]*holding{}, released: map[int]bool{}}
 	g.incs = append(g.incs, in)
 	m.inc, m.up, m.leaving, m.paused, m.parts = in, true, false, false, map[int]*holding{}

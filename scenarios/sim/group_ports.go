@@ -19,37 +19,10 @@ import (
 // simulated bus, feeding the member's sink) and the logger. Methods run on the process's goroutines;
 // what touches the simulation goes to the loop through bubble.post.
 
-// kvCall sends op through the simulated KV as this process and waits for
-// the reply, ctx's deadline, or the process's death. applied, if set,
-// runs on the loop when the KV applies op (the checks' view of writes).
+// kvCall sends op through the simulated KV as this process (proc.kv).
 func (in *minc) kvCall(ctx context.Context, op kvOp) kvReply {
-	if in.isDead() {
-		return kvReply{err: errDead}
-	}
-	timeout := int64(time.Second)
-	if dl, ok := ctx.Deadline(); ok {
-		timeout = int64(time.Until(dl))
-	}
-	reply := make(chan kvReply, 1)
-	s := in.m.s
-	s.bubble.post(in.tag, in.calls.Add(1), func() {
-		if in.isDead() {
-			reply <- kvReply{err: errDead}
-			return
-		}
-		if op.issued != nil {
-			op.issued()
-		}
-		s.kv.call(in.m.name, op, timeout, func(rep kvReply) { reply <- rep })
-	})
-	select {
-	case rep := <-reply:
-		return rep
-	case <-ctx.Done():
-		return kvReply{err: fmt.Errorf("%w: %w", errKVTimeout, ctx.Err())}
-	case <-in.dead:
-		return kvReply{err: errDead}
-	}
+	return in.kv(in.m.s, ctx, kvCall{client: in.m.name, op: op, fallback: time.Second,
+		ctxErr: func(err error) error { return fmt.Errorf("%w: %w", errKVTimeout, err) }})
 }
 
 func posKey(p int) string { return posPrefix + strconv.Itoa(p) }

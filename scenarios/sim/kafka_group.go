@@ -317,7 +317,7 @@ func (g *kgateway) begin() {
 		return
 	}
 	g.runs++
-	in := &kgwInc{gw: g, tag: sprintf("%s.%d", g.name, g.runs), dead: make(chan struct{})}
+	in := &kgwInc{gw: g, proc: newProc(sprintf("%s.%d", g.name, g.runs))}
 	// The tick is drawn (90-110 ms, to the ns), not 100 ms: a write
 	// started by a tick would time out (KVTimeout, 5 s) at another tick's
 	// very instant, and which of the two goroutines Go runs first decides

@@ -28,15 +28,12 @@ import (
 
 // kgwInc is one gateway process and its ports.
 type kgwInc struct {
-	gw  *kgateway
-	tag string // name.run: the caller name of its port calls
-	c   *kafka.Coordinator
+	gw   *kgateway
+	proc // tag name.run
+	c    *kafka.Coordinator
 
-	dead     chan struct{} // closed when the process dies
-	deadOnce sync.Once
-	calls    atomic.Uint64
-	coord    atomic.Bool // IsCoordinator, set by the loop from the gateway's view
-	reqs     atomic.Uint64
+	coord atomic.Bool // IsCoordinator, set by the loop from the gateway's view
+	reqs  atomic.Uint64
 
 	// read is the topic's offsets in the record it last read from the
 	// KV (load or re-read), by partition; loop-owned, for the checks.
@@ -44,17 +41,6 @@ type kgwInc struct {
 }
 
 var _ kafka.CoordinatorKV = (*kgwInc)(nil)
-
-func (in *kgwInc) die() { in.deadOnce.Do(func() { close(in.dead) }) }
-
-func (in *kgwInc) isDead() bool {
-	select {
-	case <-in.dead:
-		return true
-	default:
-		return false
-	}
-}
 
 // clock is the gateway's monotonic clock (CoordinatorConfig.Clock), wall
 // its wall clock (Wall): both the true time off by the gateway's skew and
@@ -65,43 +51,6 @@ func (in *kgwInc) wall() time.Time { return time.Unix(0, in.gw.clk.at(in.gw.k.s.
 
 func (in *kgwInc) isCoordinator(string) bool { return in.coord.Load() && !in.isDead() }
 
-// kvCall sends op through the simulated KV as this gateway and waits for
-// the reply, ctx's deadline (the timeout the KV model applies too), or
-// the process's death. applied, if set, runs on the loop with the reply.
-func (in *kgwInc) kvCall(ctx context.Context, op kvOp, done func(kvReply)) kvReply {
-	if in.isDead() {
-		return kvReply{err: errDead}
-	}
-	timeout := int64(5 * time.Second) // meta.Store's own bound
-	if dl, ok := ctx.Deadline(); ok {
-		timeout = min(timeout, int64(time.Until(dl)))
-	}
-	reply := make(chan kvReply, 1)
-	s := in.gw.k.s
-	// The coordinator's goroutines (requests, its writer) call at once:
-	// ordered by what they ask, not by call number (bubble.postKeyed).
-	s.bubble.postKeyed(in.tag, kvOpKey(op), func() {
-		if in.isDead() {
-			reply <- kvReply{err: errDead}
-			return
-		}
-		s.kv.call(in.gw.name, op, timeout, func(rep kvReply) {
-			if done != nil {
-				done(rep)
-			}
-			reply <- rep
-		})
-	})
-	select {
-	case rep := <-reply:
-		return rep
-	case <-ctx.Done():
-		return kvReply{err: ctx.Err()}
-	case <-in.dead:
-		return kvReply{err: errDead}
-	}
-}
-
 // kvOpKey is what op asks, in full: its order among concurrent calls.
 func kvOpKey(op kvOp) string {
 	v := fmt.Sprint(op.val)
@@ -109,6 +58,14 @@ func kvOpKey(op kvOp) string {
 		v = string(r.b)
 	}
 	return sprintf("%s rev=%d %s", op, op.rev, v)
+}
+
+// kvCall sends op through the simulated KV as this gateway (proc.kv),
+// bounded by meta.Store's own 5 s. The coordinator's goroutines (requests,
+// its writer) call at once: ordered by what they ask (bubble.postKeyed).
+func (in *kgwInc) kvCall(ctx context.Context, op kvOp, done func(kvReply)) kvReply {
+	return in.kv(in.gw.k.s, ctx, kvCall{client: in.gw.name, op: op, fallback: 5 * time.Second, limit: 5 * time.Second,
+		keyed: true, ctxErr: func(err error) error { return err }, done: done})
 }
 
 // kgroupKey is meta's key of a Kafka group's record.

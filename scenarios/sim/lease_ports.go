@@ -8,7 +8,6 @@ import (
 	"math/rand/v2"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -41,9 +40,7 @@ type incarnation struct {
 	seed uint64
 	m    *fanout.Manager
 
-	dead     chan struct{} // closed when the process dies
-	deadOnce sync.Once
-	calls    atomic.Uint64
+	proc
 
 	mu      sync.Mutex
 	pubs    []int64 // true times of its publishes
@@ -57,19 +54,7 @@ var (
 )
 
 func newIncarnation(h *holder, seed uint64) *incarnation {
-	return &incarnation{h: h, tag: sprintf("%s.%d", h.name, h.runs), seed: seed, dead: make(chan struct{})}
-}
-
-// die ends the process's reach: every call from now fails at once.
-func (in *incarnation) die() { in.deadOnce.Do(func() { close(in.dead) }) }
-
-func (in *incarnation) isDead() bool {
-	select {
-	case <-in.dead:
-		return true
-	default:
-		return false
-	}
+	return &incarnation{h: h, proc: newProc(sprintf("%s.%d", h.name, h.runs)), seed: seed}
 }
 
 // clock is the holder's clock (fanout.Config.Now).
@@ -83,39 +68,10 @@ func (in *incarnation) published() []int64 {
 	return in.pubs
 }
 
-// kvCall sends op through the simulated KV as this holder and waits for
-// the reply, ctx's deadline (the timeout the KV model applies too), or the
-// process's death.
+// kvCall sends op through the simulated KV as this holder (proc.kv).
 func (in *incarnation) kvCall(ctx context.Context, op kvOp, done func(kvReply)) kvReply {
-	if in.isDead() {
-		return kvReply{err: errDead}
-	}
-	timeout := int64(time.Second)
-	if dl, ok := ctx.Deadline(); ok {
-		timeout = int64(time.Until(dl))
-	}
-	reply := make(chan kvReply, 1)
-	s := in.h.s
-	s.bubble.post(in.tag, in.calls.Add(1), func() {
-		if in.isDead() {
-			reply <- kvReply{err: errDead}
-			return
-		}
-		s.kv.call(in.h.name, op, timeout, func(rep kvReply) {
-			if done != nil {
-				done(rep)
-			}
-			reply <- rep
-		})
-	})
-	select {
-	case rep := <-reply:
-		return rep
-	case <-ctx.Done():
-		return kvReply{err: errKVTimeout}
-	case <-in.dead:
-		return kvReply{err: errDead}
-	}
+	return in.kv(in.h.s, ctx, kvCall{client: in.h.name, op: op, fallback: time.Second,
+		ctxErr: func(error) error { return errKVTimeout }, done: done})
 }
 
 func leaseKVKey(name string) string { return "lease." + name }
