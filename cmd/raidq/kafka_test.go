@@ -347,12 +347,18 @@ func (b *brokerUse) count(broker int32, key int16) int {
 // acks collects a producer's outcomes by value.
 type acks struct {
 	mu    sync.Mutex
-	acked map[string]bool
+	acked map[string]ackedAt
 	errs  int
 	first error
 }
 
-func newAcks() *acks { return &acks{acked: map[string]bool{}} }
+// ackedAt is where the gateway said a record landed (a failure shows it).
+type ackedAt struct {
+	partition int32
+	offset    int64
+}
+
+func newAcks() *acks { return &acks{acked: map[string]ackedAt{}} }
 
 func (a *acks) done(r *kgo.Record, err error) {
 	a.mu.Lock()
@@ -364,7 +370,7 @@ func (a *acks) done(r *kgo.Record, err error) {
 		}
 		return
 	}
-	a.acked[string(r.Value)] = true
+	a.acked[string(r.Value)] = ackedAt{r.Partition, r.Offset}
 }
 
 func (a *acks) count() int {
@@ -373,7 +379,7 @@ func (a *acks) count() int {
 	return len(a.acked)
 }
 
-func (a *acks) values() map[string]bool {
+func (a *acks) values() map[string]ackedAt {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	return maps.Clone(a.acked)
@@ -411,13 +417,15 @@ type groupReader struct {
 	mu   sync.Mutex
 	seen map[string]int
 	read int
+	last map[int32]int64 // the highest offset read per partition
+	gaps []string        // the first times a partition went backwards: shown on failure
 }
 
 // startGroup starts members kgo clients of group over topic.
 func startGroup(t *testing.T, group, topic string, members int, opts ...kgo.Opt) *groupReader {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	r := &groupReader{cancel: cancel, seen: map[string]int{}}
+	r := &groupReader{cancel: cancel, seen: map[string]int{}, last: map[int32]int64{}}
 	for i := range members {
 		cl := newKgo(t, append(slices.Clone(opts), kgo.ConsumerGroup(group), kgo.ConsumeTopics(topic),
 			kgo.ClientID(fmt.Sprintf("%s-%d", group, i)), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))...)
@@ -442,8 +450,49 @@ func (r *groupReader) poll(ctx context.Context, t *testing.T, cl *kgo.Client) {
 		fs.EachRecord(func(rec *kgo.Record) {
 			r.seen[string(rec.Value)]++
 			r.read++
+			if last, ok := r.last[rec.Partition]; ok && rec.Offset <= last && len(r.gaps) < 10 {
+				r.gaps = append(r.gaps, fmt.Sprintf("partition %d went back from %d to %d at %s", rec.Partition, last, rec.Offset, time.Now().Format("15:04:05.000")))
+			}
+			r.last[rec.Partition] = max(r.last[rec.Partition], rec.Offset)
 		})
 		r.mu.Unlock()
+	}
+}
+
+// explain logs where the unread values landed, how far each partition
+// was read, and the members' committed offsets: what a failure needs.
+func (r *groupReader) explain(t *testing.T, want map[string]ackedAt) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	type span struct {
+		n        int
+		min, max int64
+	}
+	unread := map[int32]*span{}
+	for v, at := range want {
+		if r.seen[v] > 0 {
+			continue
+		}
+		s := unread[at.partition]
+		if s == nil {
+			s = &span{min: at.offset, max: at.offset}
+			unread[at.partition] = s
+		}
+		s.n++
+		s.min, s.max = min(s.min, at.offset), max(s.max, at.offset)
+	}
+	for p, s := range unread {
+		t.Logf("partition %d: %d unread values acked at offsets %d..%d; read up to %d", p, s.n, s.min, s.max, r.last[p])
+	}
+	for _, g := range r.gaps {
+		t.Log(g)
+	}
+	for i, cl := range r.clients {
+		for topic, ps := range cl.CommittedOffsets() {
+			for p, o := range ps {
+				t.Logf("member %d: committed %s/%d at %d (epoch %d)", i, topic, p, o.Offset, o.Epoch)
+			}
+		}
 	}
 }
 
@@ -455,7 +504,7 @@ func (r *groupReader) count() int {
 
 // readAll waits until every value of want was read and returns the
 // records read and how many of them were duplicates.
-func (r *groupReader) readAll(t *testing.T, want map[string]bool) (int, int) {
+func (r *groupReader) readAll(t *testing.T, want map[string]ackedAt) (int, int) {
 	t.Helper()
 	missing := func() int {
 		r.mu.Lock()
@@ -471,6 +520,7 @@ func (r *groupReader) readAll(t *testing.T, want map[string]bool) (int, int) {
 	defer func() {
 		if t.Failed() {
 			t.Logf("%d of %d acked values never read", missing(), len(want))
+			r.explain(t, want)
 		}
 	}()
 	testkit.WaitFor(t, "the group to read every acked value", func() bool { return missing() == 0 })
