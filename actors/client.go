@@ -43,6 +43,10 @@ type ClientConfig struct {
 	// Metrics receives the producer and reader metrics (nil = none).
 	// Clients sharing a registry add to the same metrics.
 	Metrics *prometheus.Registry
+	// System, if set, is the actor system the client's actors run in;
+	// Close then stops them but leaves the system running for the other
+	// clients in it. Nil: the client makes its own.
+	System *System
 }
 
 // Client owns the client actor system and one link per node (link.go).
@@ -76,7 +80,11 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 			return nil, err
 		}
 	}
-	return &Client{cfg: cfg, subjects: subj, system: actorsys.NewSystem(cfg.Logger), pool: actorsys.NewPool(actorsys.Throughput), links: make(map[string]*link), metrics: m}, nil
+	sys := actorsys.NewSystem
+	if cfg.System != nil {
+		sys = func(*slog.Logger) *actor.ActorSystem { return cfg.System.sys }
+	}
+	return &Client{cfg: cfg, subjects: subj, system: sys(cfg.Logger), pool: actorsys.NewPool(actorsys.Throughput), links: make(map[string]*link), metrics: m}, nil
 }
 
 // Logger is the client's logger.
@@ -170,7 +178,8 @@ func (c *Client) forget(pid *actor.PID) {
 }
 
 // Close stops every producer, reader and link (poisoning them; protoactor's
-// Shutdown alone stops no actors) and the actor system.
+// Shutdown alone stops no actors) and the actor system, unless it is a
+// shared one (ClientConfig.System).
 func (c *Client) Close() {
 	c.mu.Lock()
 	if c.closed {
@@ -190,6 +199,8 @@ func (c *Client) Close() {
 	for _, l := range links {
 		l.close()
 	}
-	c.system.Shutdown()
+	if c.cfg.System == nil {
+		c.system.Shutdown()
+	}
 	c.pool.Close()
 }

@@ -38,6 +38,17 @@ type simBus struct {
 	// by node the last scan sent, for the suspect count (suspect).
 	probeTo uint64
 	scans   map[*node]*sentScan
+	// producer is the producer process's producer (producer.go): its
+	// writes' offsets join the truth (noteWrite). Nil for other processes.
+	producer *producer
+	// writes: the (stripe, offset) attempts this process sent, each once.
+	writes map[writeAttempt]bool
+}
+
+// writeAttempt is one attempt of a stripe: its id and offset.
+type writeAttempt struct {
+	id  stripe.ID
+	off uint64
 }
 
 // sentScan is a process's last scan request to a node: when it left,
@@ -126,8 +137,13 @@ func (b *simBus) request(subject, reply string, data []byte) {
 	}
 	answer := func(rep []byte) { b.deliver(reply, rep) }
 	copies := 1
-	if kind == "write" && s.rnd.Float64() < s.cfg.DupRate {
-		copies = 2
+	if kind == "write" {
+		if !b.noteWrite(data) {
+			return
+		}
+		if s.rnd.Float64() < s.cfg.DupRate {
+			copies = 2
+		}
 	}
 	if kind == "scan" {
 		b.noteScan(data)
@@ -142,8 +158,51 @@ func (b *simBus) request(subject, reply string, data []byte) {
 	}
 	for range copies {
 		s.send(n.slow, func() string { return sprintf("%s->n%d %s", b.name, n.id, kind) },
-			func() { n.serve(b.name, kind, data, answer) })
+			func() { n.serve(b, kind, data, answer) })
 	}
+}
+
+// noteWrite records a shard write's attempt (on the loop) the first time
+// the process sends one of its shards: its offset joins the truth's
+// offsets of the stripe, and a producer's also the highest offset and the
+// retry or rewrite count (a new offset of a stripe already acked is the
+// post-commit rewrite, docs/design.md#write-path step 7). False for a
+// request that does not decode (a violation).
+func (b *simBus) noteWrite(data []byte) bool {
+	s := b.s
+	q, err := bus.DecodeWriteReq(data)
+	if err != nil {
+		s.violate("%s sent a bad write: %v", b.name, err)
+		return false
+	}
+	h, err := stripe.ParseHeader(q.Shard)
+	if err != nil {
+		s.violate("%s sent a bad shard: %v", b.name, err)
+		return false
+	}
+	a := writeAttempt{h.ID, q.Offset}
+	if b.writes == nil {
+		b.writes = map[writeAttempt]bool{}
+	}
+	if b.writes[a] {
+		return true
+	}
+	b.writes[a] = true
+	prior := len(s.truth.offsets[h.ID])
+	s.truth.offsets[h.ID] = append(s.truth.offsets[h.ID], q.Offset)
+	if b.producer == nil {
+		return true
+	}
+	s.truth.maxOffset = max(s.truth.maxOffset, q.Offset)
+	s.log.add("%s send %s#%d %s", b.name, sid(h.ID), prior+1, s.log.off(q.Offset))
+	switch _, acked := s.truth.acked[h.ID]; {
+	case prior == 0:
+	case acked:
+		s.res.Rewrites++
+	default:
+		s.res.Retries++
+	}
+	return true
 }
 
 // suspect notes a scan request to n (on the loop) and counts the node
@@ -171,20 +230,21 @@ func (b *simBus) suspect(n *node) *sentScan {
 // routeNode is the node a request subject names and what it asks: a
 // scan, or a shard write (slot).
 func (s *sim) routeNode(subject string) (string, *node) {
-	kind := "scan"
-	name, _, _, err := simSubjects.ParseScan(subject)
+	scan, name, _, _, err := simSubjects.ParseRequest(subject)
 	if err != nil {
-		kind = "write"
-		if name, _, _, err = simSubjects.ParseSlot(subject); err != nil {
-			return "", nil
+		return "", nil
+	}
+	kind := "write"
+	if scan {
+		kind = "scan"
+	}
+	if s.byName == nil {
+		s.byName = map[string]*node{}
+		for i, n := range s.nodes {
+			s.byName[nodeName(i)] = n
 		}
 	}
-	for i, n := range s.nodes {
-		if nodeName(i) == name {
-			return kind, n
-		}
-	}
-	return "", nil
+	return kind, s.byName[name]
 }
 
 // deliver hands a reply (nil: "no responders") to the inbox's handler on
@@ -208,18 +268,32 @@ func (b *simBus) deliver(reply string, data []byte) {
 }
 
 // wireClient is the sender of a write that came over the wire: the node's
-// answer goes back encoded (node.write replies through client).
+// answer goes back encoded (node.write replies through client). In
+// conflict mode a producer learns node clocks only from refusals
+// (hideClock), so that producers keep sharing one offset.
 type wireClient struct {
-	from   string
-	answer func([]byte)
+	s         *sim
+	from      string
+	hideClock bool
+	answer    func([]byte)
 }
 
 func (c wireClient) name() string { return c.from }
 
 func (c wireClient) reply(_ core.Send, _ int, st core.Status, clock int64) {
-	if st == core.StatusNoReply {
+	switch st {
+	case core.StatusNoReply:
 		c.answer(nil) // the fail-fast node's "no responders"
 		return
+	case core.StatusConflict:
+		c.s.res.Conflicts++
+	case core.StatusSealed:
+		c.s.res.Sealed++
+	case core.StatusClockAhead:
+		c.s.res.Ahead++
+	}
+	if c.hideClock && st != core.StatusClockAhead && st != core.StatusSealed {
+		clock = 0
 	}
 	c.answer(bus.WriteReply{Status: bus.Status(st), NodeClock: clock}.Marshal())
 }

@@ -19,10 +19,11 @@
 // actors.Client.NewReader readers, a client process each with its own
 // skewed clock, reaching the nodes over a simulated bus (bus_sim.go: the
 // client's actors.Bus port with the wire encoding and the network model
-// below; reader.go). Still copies: the producers' writer driver
-// (producer.go, and the re-append's in reappend.go) around core.Writer,
-// and the node's request path and slot owner (node.go, which answers the
-// bus's wire requests).
+// below; reader.go). So are the producers (actors.Client.NewProducer,
+// the producer actor around core.Writer, producer.go) and the repair
+// loops' re-appends (actors.Client.Reappend, repair_ports.go), over the
+// same bus. Still a copy: the node's request path and slot owner
+// (node.go, which answers the bus's wire requests).
 //
 // Run(cfg) plays one scenario and checks the properties the protocol
 // promises: every acked record delivered by every reader, nothing invented,

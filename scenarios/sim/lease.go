@@ -207,6 +207,7 @@ func (s *sim) stopDrivers() {
 	}
 	s.stopGroup()
 	s.bubble.wg.Wait()
+	s.system.Shutdown() // every client in it is closed
 }
 
 // pubGap: a holder's publishes at most this far apart form one span.

@@ -143,26 +143,29 @@ func TestSimMetaKinds(t *testing.T) {
 
 // TestSimGroupGaps re-creates, one at a time, behaviours groups.go had
 // until the simulation found them (GroupGaps), and shows the checks catch
-// each within 300 seeds of its config, while the fixed member passes
-// those seeds. (GapResumeBlind shows at lossyGroupConfig seed 207 since
-// the partition readers are the shipped reader.)
+// each within 300 seeds of its config, while the fixed member passes the
+// seed that caught it. Each case starts at the first seed of 1..300 that
+// caught it when last searched (from: set it to 1 to search again), as
+// the seeds before it only cost time: with the shipped producer they were
+// 3, 32, 155 and 161.
 func TestSimGroupGaps(t *testing.T) {
 	cases := []struct {
 		name   string
 		gap    GroupGaps
 		config func(uint64) Config
+		from   uint64
 	}{
-		{"groups.go paused only at rounds", GapRoundPause, cutOffGroupConfig},
-		{"groups.go kept orphan records", GapKeepOrphans, lostAckGroupConfig},
+		{"groups.go paused only at rounds", GapRoundPause, cutOffGroupConfig, 3},
+		{"groups.go kept orphan records", GapKeepOrphans, lostAckGroupConfig, 32},
 		// The stale hold is reached through a blind resume: the reassert
 		// alone also closes it, the rewritten-record fencing is the second
 		// line.
-		{"groups.go kept a holding whose record was released (resuming blind)", GapStaleHold | GapResumeBlind, lossyGroupConfig},
-		{"groups.go resumed after a pause without reasserting its records", GapResumeBlind, lossyGroupConfig},
+		{"groups.go kept a holding whose record was released (resuming blind)", GapStaleHold | GapResumeBlind, lossyGroupConfig, 155},
+		{"groups.go resumed after a pause without reasserting its records", GapResumeBlind, lossyGroupConfig, 161},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			for seed := uint64(1); seed <= 300; seed++ {
+			for seed := tc.from; seed <= 300; seed++ {
 				cfg := tc.config(seed)
 				cfg.Group.Gaps = tc.gap
 				res := Run(t, cfg)

@@ -219,11 +219,11 @@ func (n *node) replyWrite(p client, snd core.Send, st core.Status) {
 }
 
 // serve is the node's request path on the wire (bus_sim.go): a shard
-// write (bus.WriteReq) or a closing scan (bus.ScanReq) from process from,
-// decoded, handled as write and scan handle them, and answered encoded
-// through answer (nil: "no responders").
-func (n *node) serve(from, kind string, data []byte, answer func([]byte)) {
-	s := n.s
+// write (bus.WriteReq) or a closing scan (bus.ScanReq) from the process
+// of bus b, decoded, handled as write and scan handle them, and answered
+// encoded through answer (nil: "no responders").
+func (n *node) serve(b *simBus, kind string, data []byte, answer func([]byte)) {
+	s, from := n.s, b.name
 	switch kind {
 	case "write":
 		q, err := bus.DecodeWriteReq(data)
@@ -231,7 +231,8 @@ func (n *node) serve(from, kind string, data []byte, answer func([]byte)) {
 			s.violate("n%d: %s sent a bad write: %v", n.id, from, err)
 			return
 		}
-		n.write(wireClient{from: from, answer: answer}, core.Send{ID: shardID(q.Shard), Offset: q.Offset}, q.Shard)
+		c := wireClient{s: s, from: from, answer: answer, hideClock: b.producer != nil && s.cfg.ConflictQuantum > 0}
+		n.write(c, core.Send{ID: shardID(q.Shard), Offset: q.Offset}, q.Shard)
 	case "scan":
 		q, err := bus.DecodeScanReq(data)
 		if err != nil {
@@ -320,8 +321,9 @@ func (n *node) replyScan(to string, answer func([]byte), rep bus.ScanReply) {
 	n.s.send(n.slow, func() string { return sprintf("n%d->%s scan reply", n.id, to) }, func() { answer(b) })
 }
 
-// client is who sends a node shard writes and takes the replies: a
-// producer, or a node re-appending an in-doubt stripe (reappend.go).
+// client is who sends a node shard writes and takes the replies: the
+// process of a simulated bus (wireClient), a shipped producer's or a
+// repair process's re-appends.
 type client interface {
 	name() string
 	reply(snd core.Send, node int, st core.Status, nodeClock int64)

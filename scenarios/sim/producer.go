@@ -2,54 +2,60 @@ package sim
 
 import (
 	"fmt"
+	"sync"
+	"sync/atomic"
 
-	"github.com/raidq/raidq/actors/core"
+	"github.com/raidq/raidq/actors"
 	"github.com/raidq/raidq/stripe"
 )
 
-// producer is one simulated client writing one partition through a
-// core.Writer. Its clock is skewed (and quantized in conflict mode); it
-// starts Config.Stripes stripes, carries out the writer's output and
-// ticks it every tickEvery.
+// producer is one simulated client writing the partition: the shipped
+// producer (actors.Client.NewProducer, the producer actor around
+// core.Writer) in a process of its own (pproc), over the simulated bus
+// (bus_sim.go), on the producer's skewed clock (quantized in conflict
+// mode). The loop hands it Config.Stripes batches at their scheduled
+// times (Producer.SendBatch, one stripe each, ids the simulation names);
+// what it writes reaches the truth from the wire (simBus.noteWrite: every
+// attempt's offset), its outcomes through the batches' callbacks. It is
+// done once every batch has its outcome and the producer's writer holds
+// no stripe any more (Producer.Ticking: a committed stripe stays a while,
+// listening for late refusals that call for a rewrite).
 type producer struct {
-	s      *sim
-	id     int
-	pid    stripe.ProducerID
-	skew   int64
-	w      *core.Writer
-	seq    uint64
-	shards map[stripe.ID][]stripe.Shard // encoded for the first attempt; Reshard for others
-	ended  int                          // stripes done (acked or failed, and released)
-	done   bool
+	s     *sim
+	id    int
+	pid   stripe.ProducerID
+	skew  int64
+	proc  *pproc
+	seq   uint64
+	ended int // batches with an outcome (acked or failed)
+	done  bool
+}
+
+// pproc is one producer process: an actors.Client over a simulated bus of
+// its own, running one shipped producer.
+type pproc struct {
+	name   string
+	bus    *simBus
+	client *actors.Client
+	prod   *actors.Producer
+	calls  atomic.Uint64
+	once   sync.Once
 }
 
 func newProducer(s *sim, id int, skew int64) *producer {
-	params := s.params
-	if s.cfg.inject.ignoreGrid {
-		params.Grid = 0
-	}
-	p := &producer{s: s, id: id, skew: skew, w: core.NewWriter(core.DefaultWriterConfig(params)), shards: map[stripe.ID][]stripe.Shard{}}
+	p := &producer{s: s, id: id, skew: skew}
 	p.pid[0] = byte(id + 1)
 	p.pid[15] = 0x5a
 	return p
 }
 
-// clock is the producer's view of time: skewed, and quantized in
-// conflict mode.
-func (p *producer) clock() int64 {
-	c := p.s.now + p.skew
-	if q := int64(p.s.cfg.ConflictQuantum); q > 0 {
-		c -= c % q
-	}
-	return c
-}
-
-// schedule queues the producer's stripes and its first tick. In conflict
-// mode every producer uses the same start times.
+// schedule starts the producer's process and queues its stripes. In
+// conflict mode every producer uses the same start times.
 func (p *producer) schedule() {
 	s := p.s
 	gap := int64(s.cfg.StripeEvery)
 	t := s.now + writeStart
+	s.at(t, p.start)
 	for range s.cfg.Stripes {
 		s.at(t, p.startStripe)
 		if s.cfg.ConflictQuantum > 0 {
@@ -58,10 +64,59 @@ func (p *producer) schedule() {
 			t += gap/2 + s.rnd.Int64N(gap+1)
 		}
 	}
-	s.at(s.now+writeStart, p.tick)
 }
 
-// startStripe encodes the next batch and hands it to the writer.
+// start runs the producer's process (on the loop). The producer's topic
+// has no offset grid under the ignoreGrid bug.
+func (p *producer) start() {
+	s := p.s
+	name := p.name()
+	pp := &pproc{name: name, bus: newSimBus(s, name)}
+	pp.bus.producer = p
+	cat := newSimCatalog(s)
+	if s.cfg.inject.ignoreGrid {
+		cat.t.Params.Grid = 0
+	}
+	skew, quantum, b := p.skew, int64(s.cfg.ConflictQuantum), s.bubble
+	c, err := actors.NewClient(actors.ClientConfig{Cluster: "sim", System: s.system, Bus: pp.bus, Catalog: cat, Logger: quietLog,
+		Now: func() int64 {
+			c := b.trueNow() + skew
+			if quantum > 0 {
+				c -= c % quantum
+			}
+			return c
+		}})
+	if err != nil {
+		s.violate("%s: client: %v", name, err)
+		return
+	}
+	pp.client = c
+	prod, err := c.NewProducer(actors.ProducerConfig{Topic: simTopic, Seed: s.rnd.Uint64() | 1,
+		MaxInflight: s.cfg.Stripes + 1, MaxQueuedBatches: s.cfg.Stripes + 1})
+	if err != nil {
+		s.violate("%s: producer: %v", name, err)
+		s.bubble.wg.Go(pp.close)
+		return
+	}
+	pp.prod = prod
+	p.proc = pp
+}
+
+// post hands fn to the loop in the order the producer made its calls.
+func (pp *pproc) post(s *sim, fn func()) { s.bubble.post(pp.name, pp.calls.Add(1), fn) }
+
+// close ends the process (on a driver goroutine): the producer, its
+// client's actor system and links, and its bus.
+func (pp *pproc) close() {
+	pp.once.Do(func() {
+		if pp.client != nil {
+			pp.client.Close()
+		}
+		pp.bus.close()
+	})
+}
+
+// startStripe makes the next batch and hands it to the producer.
 func (p *producer) startStripe() {
 	s := p.s
 	p.seq++
@@ -77,105 +132,77 @@ func (p *producer) startStripe() {
 	s.truth.values[id] = values
 	s.truth.started[id] = s.now
 	s.res.Stripes++
-	payload, err := stripe.AppendBatch(nil, recs)
-	if err != nil {
-		s.violate("p%d: batch: %v", p.id, err)
-		return
-	}
-	snd := p.w.Start(p.clock(), id)
-	shards, err := stripe.Encode(id, snd.Offset, s.cfg.Nodes, s.cfg.K, payload)
-	if err != nil {
-		s.violate("p%d: encode: %v", p.id, err)
-		return
-	}
-	p.shards[id] = shards
 	s.log.add("p%d start %s records=%d", p.id, sid(id), len(recs))
-	p.send(snd)
+	pp := p.proc
+	if pp == nil {
+		s.truth.failed[id] = fmt.Errorf("no producer process")
+		p.outcome()
+		return
+	}
+	pp.prod.SendBatch(recs, 0, id, func(r actors.SendResult) {
+		pp.post(s, func() { p.result(id, r) })
+	})
 }
 
-// send carries out a Send: shard i goes to node i.
-func (p *producer) send(snd core.Send) {
+// result takes a batch's outcome (on the loop).
+func (p *producer) result(id stripe.ID, r actors.SendResult) {
 	s := p.s
-	s.truth.offsets[snd.ID] = append(s.truth.offsets[snd.ID], snd.Offset)
-	s.truth.maxOffset = max(s.truth.maxOffset, snd.Offset)
-	s.log.add("p%d send %s#%d %s", p.id, sid(snd.ID), snd.Attempt, s.log.off(snd.Offset))
-	shards := stripe.Reshard(p.shards[snd.ID], snd.Offset)
-	for i, n := range s.nodes {
-		b := shards[i].Marshal()
-		copies := 1
-		if s.rnd.Float64() < s.cfg.DupRate {
-			copies = 2
-		}
-		for range copies {
-			s.send(n.slow, func() string { return sprintf("p%d->n%d write %s#%d", p.id, i, sid(snd.ID), snd.Attempt) },
-				func() { n.write(p, snd, b) })
-		}
+	if r.Err != nil {
+		s.truth.failed[id] = r.Err
+		s.log.add("p%d FAIL %s: %v", p.id, sid(id), r.Err)
+	} else {
+		s.truth.acked[id] = r.Pos.Offset
+		s.log.add("p%d ACK %s %s", p.id, sid(id), s.log.off(r.Pos.Offset))
+	}
+	s.truth.ended[id] = s.now
+	p.outcome()
+}
+
+// outcome counts a batch's outcome and, after the last, waits for the
+// writer to let go of every stripe.
+func (p *producer) outcome() {
+	p.ended++
+	if p.ended == p.s.cfg.Stripes {
+		p.waitIdle()
 	}
 }
 
-// reply hands a node's answer to the writer. In conflict mode producers
-// learn node clocks only from refusals, so they keep sharing one offset.
-func (p *producer) reply(snd core.Send, node int, st core.Status, nodeClock int64) {
-	if p.s.cfg.ConflictQuantum > 0 && st != core.StatusClockAhead && st != core.StatusSealed {
-		nodeClock = 0
-	}
-	switch st {
-	case core.StatusConflict:
-		p.s.res.Conflicts++
-	case core.StatusSealed:
-		p.s.res.Sealed++
-	case core.StatusClockAhead:
-		p.s.res.Ahead++
-	}
-	p.s.log.add("p%d reply n%d %s#%d %s", p.id, node, sid(snd.ID), snd.Attempt, st)
-	p.handle(p.w.Reply(p.clock(), p.s.rnd, snd.ID, snd.Attempt, node, st, nodeClock))
-}
-
-func (p *producer) name() string { return sprintf("p%d", p.id) }
-
-func (p *producer) tick() {
+// waitIdle is an event every tickEvery until the producer's writer holds
+// no stripe: then no rewrite can follow, and the producer is done.
+func (p *producer) waitIdle() {
 	if p.done {
 		return
 	}
-	p.handle(p.w.Tick(p.clock(), p.s.rnd))
-	p.s.at(p.s.now+tickEvery, p.tick)
-}
-
-// handle carries out the writer's output, in WriterOutput's order (acks,
-// fails, sends, dones): a Send after its stripe's Ack is a rewrite.
-func (p *producer) handle(out core.WriterOutput) {
-	s := p.s
-	for _, e := range out.Acks {
-		s.truth.acked[e.ID] = e.Offset
-		s.truth.ended[e.ID] = s.now
-		s.log.add("p%d ACK %s %s", p.id, sid(e.ID), s.log.off(e.Offset))
-	}
-	for _, e := range out.Fails {
-		s.truth.failed[e.ID] = e.Err
-		s.truth.ended[e.ID] = s.now
-		s.log.add("p%d FAIL %s: %v", p.id, sid(e.ID), e.Err)
-	}
-	for _, e := range out.Sends {
-		if _, acked := s.truth.acked[e.ID]; acked {
-			s.res.Rewrites++
-		} else {
-			s.res.Retries++
-		}
-		p.send(e)
-	}
-	for _, e := range out.Done {
-		delete(p.shards, e.ID)
-		p.ended++
-		p.finish()
-	}
-}
-
-// finish marks the producer done once every stripe is started and done.
-func (p *producer) finish() {
-	if p.done || p.ended < p.s.cfg.Stripes || p.w.InFlight() > 0 {
+	if pp := p.proc; pp != nil && pp.prod.Ticking() {
+		p.s.at(p.s.now+tickEvery, p.waitIdle)
 		return
 	}
 	p.done = true
 	p.s.log.add("p%d done", p.id)
+	p.stop()
 	p.s.producerDone()
+}
+
+// stop ends the producer's process from the loop, without waiting.
+func (p *producer) stop() {
+	if pp := p.proc; pp != nil {
+		p.proc = nil
+		p.s.bubble.wg.Go(pp.close)
+	}
+}
+
+// inFlight is how many batches have no outcome yet (for a stuck run).
+func (p *producer) inFlight() int { return p.s.cfg.Stripes - p.ended }
+
+func (p *producer) name() string { return sprintf("p%d", p.id) }
+
+// stopProducers closes every producer process still running (a run that
+// ended stuck), so the bubble ends with no goroutine left.
+func (s *sim) stopProducers() {
+	if s.bubble == nil {
+		return
+	}
+	for _, p := range s.prods {
+		p.stop()
+	}
 }

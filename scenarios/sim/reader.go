@@ -197,7 +197,7 @@ func (r *reader) startProc(from core.Position, warm time.Duration, sink func(p *
 	p := &rproc{s: s, name: name, bus: newSimBus(s, name)}
 	skew, ppm := r.skew, r.ppm
 	b := s.bubble
-	c, err := actors.NewClient(actors.ClientConfig{Cluster: "sim", Bus: p.bus, Catalog: r.r.cat, Logger: quietLog,
+	c, err := actors.NewClient(actors.ClientConfig{Cluster: "sim", System: s.system, Bus: p.bus, Catalog: r.r.cat, Logger: quietLog,
 		Now: func() int64 { t := b.trueNow(); return t + skew + (t-epoch0)*ppm/1_000_000 }})
 	if err != nil {
 		s.violate("%s: client: %v", name, err)

@@ -43,6 +43,11 @@ type repairProc struct {
 
 	mu      sync.Mutex
 	inDoubt func(subject string, data []byte) // its subscription (Subscribe)
+	// The process's client for re-appends (writer): the shipped
+	// actors.Client over a simulated bus of its own, made at the first
+	// re-append and closed by die.
+	wc   *actors.Client
+	wbus *simBus
 }
 
 var _ nodepkg.RepairPorts = (*repairProc)(nil)
@@ -50,9 +55,36 @@ var _ nodepkg.RepairPorts = (*repairProc)(nil)
 // die ends the process: its calls fail at once, its context is done.
 func (p *repairProc) die() {
 	p.once.Do(func() {
+		p.mu.Lock()
 		close(p.dead)
+		wc, wbus := p.wc, p.wbus
+		p.mu.Unlock()
 		p.cancel()
+		if wc != nil {
+			wbus.close() // what the crashed process sent no longer gets answers
+			p.r.s.bubble.wg.Go(wc.Close)
+		}
 	})
+}
+
+// writer is the process's client for re-appends (on a driver goroutine),
+// on the node's clock; nil once the process is dead.
+func (p *repairProc) writer() *actors.Client {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.wc != nil || p.isDead() {
+		return p.wc
+	}
+	s, skew := p.r.s, p.r.n.skew
+	b := s.bubble
+	p.wbus = newSimBus(s, p.tag+".w")
+	c, err := actors.NewClient(actors.ClientConfig{Cluster: "sim", System: s.system, Bus: p.wbus, Catalog: s.repair.catalog, Logger: quietLog,
+		Now: func() int64 { return b.trueNow() + skew }})
+	if err != nil {
+		panic(sprintf("sim: %s: client: %v", p.tag, err)) // the config is the simulation's own
+	}
+	p.wc = c
+	return c
 }
 
 func (p *repairProc) isDead() bool {
@@ -389,16 +421,27 @@ func (n *node) repairWrite(b []byte, done func(core.Status)) {
 	}
 }
 
-// Reappend writes an in-doubt stripe again (reappend.go's copy of
-// actors.Client.Reappend) and returns its committed offset.
-func (p *repairProc) Reappend(ctx context.Context, _ *meta.Topic, _ uint32, id stripe.ID, payload []byte) (uint64, error) {
-	off, err := onLoop(ctx, p, "reappend "+sid(id), func(answer func(uint64)) {
-		p.r.reappend(p, id, payload, answer)
-	})
-	if err == nil && off == 0 {
-		err = fmt.Errorf("re-append of %s: %w", sid(id), core.ErrTimeout)
+// Reappend writes an in-doubt stripe again through the shipped
+// actors.Client.Reappend (the producer actor in re-append mode) over the
+// process's own bus, and returns its committed offset.
+func (p *repairProc) Reappend(ctx context.Context, t *meta.Topic, partition uint32, id stripe.ID, payload []byte) (uint64, error) {
+	c := p.writer()
+	if c == nil {
+		return 0, errDead
 	}
-	return off, err
+	p.call("reappend "+sid(id), func() { p.r.s.log.add("n%d repair: re-append in-doubt %s", p.r.n.id, sid(id)) })
+	off, err := c.Reappend(ctx, t, partition, id, payload)
+	if err != nil {
+		p.call("reappend "+sid(id)+" failed", func() { p.r.s.log.add("%s.w FAIL %s: %v", p.tag, sid(id), err) })
+		return 0, err
+	}
+	p.call("reappend "+sid(id)+" acked", func() {
+		s := p.r.s
+		s.res.Reappended++
+		s.repair.lastWrite = s.now
+		s.log.add("%s.w ACK %s %s", p.tag, sid(id), s.log.off(off))
+	})
+	return off, nil
 }
 
 func (p *repairProc) Subscribe(_ string, fn func(string, []byte)) (func(), error) {

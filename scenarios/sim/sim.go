@@ -7,6 +7,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/raidq/raidq/actors"
 	"github.com/raidq/raidq/stripe"
 	"github.com/raidq/raidq/stripe/quorum"
 )
@@ -39,7 +40,12 @@ type sim struct {
 	q      eventQueue
 	log    logger
 
+	// system is the actor system every client process of the run shares
+	// (a bubbled run): making one per process cost a fifth of the run.
+	system *actors.System
+
 	nodes   []*node
+	byName  map[string]*node // nodes by name (routeNode)
 	prods   []*producer
 	readers []*reader
 	truth   *truth
@@ -69,7 +75,7 @@ type sim struct {
 // group coordinators) runs in a testing/synctest bubble under t
 // (bubble.go).
 func Run(t *testing.T, cfg Config) Result {
-	if cfg.Readers > 0 { // the fan-out readers are the shipped reader (reader.go)
+	if cfg.Readers > 0 || cfg.Producers > 0 { // the shipped readers and producers (reader.go, producer.go)
 		var res Result
 		synctest.Test(t, func(*testing.T) {
 			res = run(cfg, newBubble())
@@ -90,6 +96,9 @@ func Run(t *testing.T, cfg Config) Result {
 func run(cfg Config, b *bubble) Result {
 	s := newSim(cfg)
 	s.bubble = b
+	if b != nil {
+		s.system = actors.NewSystem(quietLog)
+	}
 	defer s.stopDrivers()
 	if err := s.params.Validate(); err != nil {
 		s.violate("bad config: %v", err)
@@ -97,7 +106,8 @@ func run(cfg Config, b *bubble) Result {
 	}
 	s.schedule()
 	s.loop()
-	s.stopReaders() // a stuck run's readers (reader.go)
+	s.stopReaders()   // a stuck run's readers (reader.go)
+	s.stopProducers() // and producers (producer.go)
 	s.finishRepair()
 	s.check()
 	s.res.SimTime = time.Duration(s.now - epoch0)
@@ -208,7 +218,7 @@ func (s *sim) runLimit() int64 {
 func (s *sim) stuck() {
 	for _, p := range s.prods {
 		if !p.done {
-			s.violate("producer p%d stuck with %d stripes in flight", p.id, p.w.InFlight())
+			s.violate("producer p%d stuck with %d batches without an outcome", p.id, p.inFlight())
 		}
 	}
 	if g := s.group; g != nil && !g.done {
