@@ -347,10 +347,10 @@ func (n *Node) handle(m *nats.Msg) {
 	}
 	r.start = start
 	if pid, ok := n.parts.Load(partKey{r.topic.Name, r.partition}); ok {
-		n.system.Root.Send(pid.(*actor.PID), r)
+		sendToPartition(n.system.Root, pid.(*actor.PID), r)
 		return
 	}
-	n.system.Root.Send(n.root, r)
+	sendToRouter(n.system.Root, n.root, r)
 }
 
 // slotRequest is a validated request on its way to its owner.

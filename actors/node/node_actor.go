@@ -39,11 +39,11 @@ func (a *nodeActor) Receive(ctx actor.Context) {
 			a.parts[key] = pid
 			a.node.parts.Store(key, pid)
 		}
-		ctx.Send(pid, m)
+		sendToPartition(ctx, pid, m)
 	case *drain:
 		for _, pid := range a.parts {
 			m.add(1)
-			ctx.Send(pid, m)
+			sendDrain(ctx, pid, m)
 		}
 		m.release()
 	}
@@ -72,7 +72,7 @@ func (d *drain) release() {
 func (n *Node) drainActors(ctx context.Context) {
 	d := &drain{done: make(chan struct{})}
 	d.add(1)
-	n.system.Root.Send(n.root, d)
+	sendDrain(n.system.Root, n.root, d)
 	select {
 	case <-d.done:
 	case <-ctx.Done():
@@ -165,7 +165,7 @@ func (a *partitionActor) Receive(ctx actor.Context) {
 func (a *partitionActor) drainOwners(ctx actor.Context, d *drain) {
 	for _, pid := range a.owners {
 		d.add(1)
-		ctx.Send(pid, d)
+		sendDrain(ctx, pid, d)
 	}
 	d.release()
 }
@@ -184,5 +184,5 @@ func (a *partitionActor) route(ctx actor.Context, m *slotRequest) {
 		a.owners[lo] = pid
 		a.byPID[pid.Id] = lo
 	}
-	ctx.Send(pid, m)
+	sendToOwner(ctx, pid, m)
 }

@@ -77,7 +77,7 @@ func (a *ownerActor) Receive(ctx actor.Context) {
 			return
 		}
 		if !a.busy && a.inflight.Load() == 0 {
-			ctx.Request(ctx.Parent(), &retire{lo: a.lo}) // the parent poisons this owner
+			askRetire(ctx, a.lo) // the parent poisons this owner
 			return
 		}
 		// Busy, or idle with a commit still in flight: check again later,
@@ -90,7 +90,7 @@ func (a *ownerActor) Receive(ctx actor.Context) {
 // armIdle starts the owner's next idle check, OwnerIdle from now.
 func (a *ownerActor) armIdle(ctx actor.Context) {
 	self, root := ctx.Self(), ctx.ActorSystem().Root
-	a.idleTimer = time.AfterFunc(a.node.cfg.OwnerIdle, func() { root.Send(self, &ownerIdleCheck{owner: a}) })
+	a.idleTimer = time.AfterFunc(a.node.cfg.OwnerIdle, func() { sendIdleCheck(root, self, a) })
 }
 
 // load rebuilds the owner's view from the store. It first waits for a

@@ -303,7 +303,7 @@ func (m *maintenance) addTarget(k targetKey, corrupt bool, id *stripe.ID) {
 
 func (m *maintenance) kick() {
 	if pid := m.repairPID.Load(); pid != nil {
-		m.n.system.Root.Send(pid, &loopKick{})
+		kickLoop(m.n.system.Root, pid)
 	} else if m.kicks != nil {
 		select {
 		case m.kicks <- struct{}{}:
@@ -447,7 +447,7 @@ func (a *loopActor) start(ctx actor.Context) {
 			}()
 			run(rctx)
 		}()
-		root.Send(self, &loopDone{panicked: p})
+		sendLoopDone(root, self, p)
 	}()
 }
 

@@ -32,7 +32,7 @@ func (n *Node) repairWriteLocal(ctx context.Context, t *meta.Topic, p uint32, sh
 	req := &slotRequest{topic: t, partition: p, shard: h,
 		write:    &bus.WriteReq{Topic: t.Name, Partition: p, Offset: h.Offset, Repair: true, Shard: shard},
 		repaired: func(s bus.Status, detail string) { ch <- answer{s, detail} }}
-	n.system.Root.Send(n.root, req)
+	sendToRouter(n.system.Root, n.root, req)
 	select {
 	case a := <-ch:
 		return a.s, a.detail, nil
