@@ -294,7 +294,7 @@ func (g *groupState) seek(t time.Time) error {
 		part := &groupPart{p: old.p, claimGen: old.claimGen, gen: gens.Add(1), quit: make(chan struct{}),
 			rev: old.rev, committed: old.committed, seeked: true, processed: at}
 		old.mu.Unlock()
-		if err := g.startReader(part, at, 0); err != nil {
+		if err := g.startReader(part, at); err != nil {
 			errs = append(errs, err)
 			g.mu.Lock()
 			if g.parts[old.p] == old {

@@ -632,11 +632,7 @@ func (g *groupState) claim(ctx context.Context, p int, e meta.PositionEntry) err
 	}
 	gen := gens.Add(1)
 	part := &groupPart{p: p, claimGen: gen, gen: gen, quit: make(chan struct{}), rev: rev, committed: committed, processed: committed}
-	var warm time.Duration
-	if pos.Offset != 0 {
-		warm = handoverWarm // resuming another member's reading: learn its recent stripe ids first
-	}
-	if err := g.startReader(part, from, warm); err != nil {
+	if err := g.startReader(part, from); err != nil {
 		return err
 	}
 	g.mu.Lock()
@@ -652,13 +648,14 @@ func (g *groupState) claim(ctx context.Context, p int, e meta.PositionEntry) err
 	return nil
 }
 
-// handoverWarm is how far before a taken-over partition's position the
-// new owner scans to learn stripe ids without delivering (the reader's
-// look-ahead: a producer's retries of one stripe fall within it).
-const handoverWarm = 2 * time.Second
-
-func (g *groupState) startReader(part *groupPart, from core.Position, warm time.Duration) error {
-	r, err := g.c.ports.newReader(actors.ReaderConfig{Topic: g.c.topic, Partition: part.p, From: from, Warm: warm,
+// startReader starts part's reader at from. A partition taken over from
+// another member starts with an empty dedupe memory at the committed
+// position: no warm-up learns the stripe ids before it, since one that
+// did dropped records the previous owner had not delivered (a stripe in
+// doubt to it at its first copy comes at its retry copy, and the commit
+// can fall between the two; docs/design.md, a436bf7).
+func (g *groupState) startReader(part *groupPart, from core.Position) error {
+	r, err := g.c.ports.newReader(actors.ReaderConfig{Topic: g.c.topic, Partition: part.p, From: from,
 		Sink: g.sink(part), OnReport: g.c.report(part.p)})
 	if err != nil {
 		return err

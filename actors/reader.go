@@ -27,11 +27,6 @@ type ReaderConfig struct {
 	From      core.Position
 	// Core overrides the reader rules derived from the topic (zero = derived).
 	Core core.ReaderConfig
-	// Warm has no effect (kept so that callers build). A warm-up that
-	// learnt stripe ids before From dropped records a previous owner had
-	// not delivered: a stripe in doubt to it at its first copy comes at its
-	// retry copy, and its commit can fall between the two (core.NewReader).
-	Warm time.Duration
 	// ScanTimeout bounds one node's answer to one scan page (default 1s;
 	// at most the link's timeout, ClientConfig.Link).
 	ScanTimeout time.Duration

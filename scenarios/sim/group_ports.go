@@ -122,8 +122,8 @@ type holding struct {
 	proc    *rproc // its reader process (set on the loop before NewReader returns)
 }
 
-// NewReader starts the shipped reader of cfg.Partition from cfg.From
-// (and cfg.Warm before it) in a reader process of its own, on the loop.
+// NewReader starts the shipped reader of cfg.Partition from cfg.From in
+// a reader process of its own, on the loop.
 func (in *minc) NewReader(cfg actors.ReaderConfig) (drillhooks.PartitionReader, error) {
 	if in.isDead() {
 		return nil, errDead
@@ -162,8 +162,8 @@ func (g *group) startReader(h *holding, cfg actors.ReaderConfig) {
 	if m.inc == h.in {
 		m.parts[h.p] = h
 	}
-	s.log.add("%s reads p%d from %s (warm %v)", h.r.name, h.p, s.log.pos(from), cfg.Warm)
-	h.proc = h.r.startProc(from, cfg.Warm, h.take)
+	s.log.add("%s reads p%d from %s", h.r.name, h.p, s.log.pos(from))
+	h.proc = h.r.startProc(from, h.take)
 }
 
 // take is the reader's Sink (on its sink goroutine): the batch goes to

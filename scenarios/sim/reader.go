@@ -188,7 +188,7 @@ var quietLog = slog.New(slog.DiscardHandler)
 // each batch of deliveries on the reader's sink goroutine, report each
 // scan's output on the actor's. Both hand what the loop must see over
 // with p.post.
-func (r *reader) startProc(from core.Position, warm time.Duration, sink func(p *rproc, ds []core.Delivery)) *rproc {
+func (r *reader) startProc(from core.Position, sink func(p *rproc, ds []core.Delivery)) *rproc {
 	s := r.s
 	name := r.name
 	if r.inc > 0 {
@@ -204,7 +204,7 @@ func (r *reader) startProc(from core.Position, warm time.Duration, sink func(p *
 		return nil
 	}
 	p.client = c
-	rd, err := c.NewReader(actors.ReaderConfig{Topic: simTopic, From: from, Warm: warm, Core: s.readerConfig(),
+	rd, err := c.NewReader(actors.ReaderConfig{Topic: simTopic, From: from, Core: s.readerConfig(),
 		ScanTimeout: time.Duration(scanTimeout), SuspectTimeout: time.Duration(suspectTimeout),
 		Bugs: actors.ReaderBugs{UnheardAsEmpty: s.cfg.inject.unheardAsEmpty},
 		Sink: func(ds []core.Delivery) { sink(p, ds) },
@@ -252,7 +252,7 @@ func (r *reader) stopProc() {
 
 // startFanout starts a fan-out reader's process (on the loop).
 func (r *reader) startFanout(from core.Position) {
-	r.startProc(from, 0, func(p *rproc, ds []core.Delivery) {
+	r.startProc(from, func(p *rproc, ds []core.Delivery) {
 		p.post(func() {
 			if r.proc == p {
 				r.took(ds)
