@@ -22,11 +22,16 @@ import (
 // only Commit moves it: the application decides what is processed.
 
 // offer hands m to the application unless its partition is given up
-// first (it waits while the member is paused). Between the check and the
-// hand-over the partition may be released: the send then aborts on the
-// partition's quit, and while it is pending (g.offered) a release waits
-// for it, so a message is never handed over after its partition's final
-// commit. False: not handed over (or the consumer closed).
+// first (it waits while the member is paused). A release stops the
+// partition (closes its quit) and then waits while an offer of it is
+// pending (g.offered) or its message is in hand, so a message is never
+// handed over after its partition's final commit: an offer that marks
+// itself pending checks quit under the same lock and gives up if the
+// release already started, since that release may have looked already;
+// one that marked itself first is waited for, and if its send wins the
+// race with quit (a select picks at random), the message taken is in
+// hand and the release waits for it too. False: not handed over (or the
+// consumer closed).
 func (g *groupState) offer(c *Consumer, m Message) bool {
 	select {
 	case <-g.gate():
@@ -38,6 +43,10 @@ func (g *groupState) offer(c *Consumer, m Message) bool {
 		return false
 	}
 	g.hmu.Lock()
+	if part.given() && !g.bugs.HandOverRace {
+		g.hmu.Unlock()
+		return false // released between current and here
+	}
 	g.offered = part
 	g.hmu.Unlock()
 	quit := part.quit
@@ -56,6 +65,16 @@ func (g *groupState) offer(c *Consumer, m Message) bool {
 	g.signalLocked()
 	g.hmu.Unlock()
 	return false
+}
+
+// given says whether part was given up (stopPart closed its quit).
+func (part *groupPart) given() bool {
+	select {
+	case <-part.quit:
+		return true
+	default:
+		return false
+	}
 }
 
 // took records that the application took m of part (the previous one is
