@@ -212,8 +212,9 @@ func (s *session) covers(off int64) bool {
 	return s.err == nil && off >= s.floor && off <= s.high
 }
 
-// take drops what lies below off (the client has it) and returns the
-// buffered records from off on, up to maxBytes (at least one), the offset
+// take drops what lies below off (the client has it), releases held
+// records whose hold is over its bounds, and returns the buffered records
+// from off on, up to maxBytes (at least one), the offset
 // after the newest record the session holds or gave (0: none; the high
 // watermark is at least that, tail.go), and a channel closed when more
 // arrive.
@@ -221,6 +222,7 @@ func (s *session) take(off int64, maxBytes int) ([]raidq.Message, int64, <-chan 
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.used = time.Now()
+	s.release() // the hold's time bound applies when nothing new arrives too
 	if off > s.floor {
 		cut := 0
 		for cut < len(s.buf) && kafkaOffset(s.buf[cut].Position) < off {

@@ -2,6 +2,7 @@ package kafka
 
 import (
 	"testing"
+	"time"
 
 	"github.com/raidq/raidq"
 	"github.com/raidq/raidq/scenarios/testkit"
@@ -74,5 +75,22 @@ func TestSessionHoldBounded(t *testing.T) {
 	s.accept(rec(1024, 0, true))
 	if len(s.buf) != 1 {
 		t.Fatalf("a late record below the released ones was buffered (offsets must only grow)")
+	}
+}
+
+// Past its time bound the hold gives up at the next fetch, even when no
+// record or report arrives to trigger it: records produced before a
+// quiet spell are not held forever behind an offset that never settles.
+func TestSessionHoldTimeBoundedWithoutArrivals(t *testing.T) {
+	s := heldSession(t)
+	s.report(raidq.ReadReport{InDoubt: []raidq.InDoubt{{Offset: 1024}}})
+	s.accept(rec(2048, 0, false))
+	if len(s.held) != 1 {
+		t.Fatalf("held %d, want the record above the in-doubt offset held", len(s.held))
+	}
+	s.heldSince = time.Now().Add(-maxHeldFor - time.Second)
+	msgs, _, _, err := s.take(0, 1<<20)
+	if err != nil || len(msgs) != 1 || kafkaOffset(msgs[0].Position) != 2048 {
+		t.Fatalf("take = %v, %v: want the held record released past maxHeldFor", offsets(msgs), err)
 	}
 }
