@@ -740,9 +740,7 @@ func (g *groupState) drop(part *groupPart) {
 }
 
 func (g *groupState) stopPart(part *groupPart) {
-	select {
-	case <-part.quit:
-	default:
+	if !part.given() {
 		close(part.quit)
 	}
 	if part.reader != nil {

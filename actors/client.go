@@ -80,11 +80,13 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 			return nil, err
 		}
 	}
-	sys := actorsys.NewSystem
+	var system *actor.ActorSystem
 	if cfg.System != nil {
-		sys = func(*slog.Logger) *actor.ActorSystem { return cfg.System.sys }
+		system = cfg.System.sys
+	} else {
+		system = actorsys.NewSystem(cfg.Logger)
 	}
-	return &Client{cfg: cfg, subjects: subj, system: sys(cfg.Logger), pool: actorsys.NewPool(actorsys.Throughput), links: make(map[string]*link), metrics: m}, nil
+	return &Client{cfg: cfg, subjects: subj, system: system, pool: actorsys.NewPool(actorsys.Throughput), links: make(map[string]*link), metrics: m}, nil
 }
 
 // Logger is the client's logger.

@@ -135,30 +135,33 @@ func (b *simBus) request(subject, reply string, data []byte) {
 		s.violate("%s published to %s, which no node serves", b.name, subject)
 		return
 	}
-	answer := func(rep []byte) { b.deliver(reply, rep) }
 	copies := 1
-	if kind == "write" {
-		if !b.noteWrite(data) {
+	var serve func()
+	switch kind {
+	case "write":
+		q, ok := b.noteWrite(data)
+		if !ok {
 			return
 		}
 		if s.rnd.Float64() < s.cfg.DupRate {
 			copies = 2
 		}
-	}
-	if kind == "scan" {
+		serve = func() { n.serveWrite(b, q, func(rep []byte) { b.deliver(reply, rep) }) }
+	default:
 		b.noteScan(data)
 		sc := b.suspect(n)
-		answer = func(rep []byte) {
-			sc.answered = true
-			if rep != nil { // "no responders" neither clears nor marks it
-				sc.suspect = false
-			}
-			b.deliver(reply, rep)
+		serve = func() {
+			n.serveScan(b, data, func(rep []byte) {
+				sc.answered = true
+				if rep != nil { // "no responders" neither clears nor marks it
+					sc.suspect = false
+				}
+				b.deliver(reply, rep)
+			})
 		}
 	}
 	for range copies {
-		s.send(n.slow, func() string { return sprintf("%s->n%d %s", b.name, n.id, kind) },
-			func() { n.serve(b, kind, data, answer) })
+		s.send(n.slow, func() string { return sprintf("%s->n%d %s", b.name, n.id, kind) }, serve)
 	}
 }
 
@@ -167,31 +170,31 @@ func (b *simBus) request(subject, reply string, data []byte) {
 // offsets of the stripe, and a producer's also the highest offset and the
 // retry or rewrite count (a new offset of a stripe already acked is the
 // post-commit rewrite, docs/design.md#write-path step 7). False for a
-// request that does not decode (a violation).
-func (b *simBus) noteWrite(data []byte) bool {
+// request that does not decode (a violation); else the request.
+func (b *simBus) noteWrite(data []byte) (bus.WriteReq, bool) {
 	s := b.s
 	q, err := bus.DecodeWriteReq(data)
 	if err != nil {
 		s.violate("%s sent a bad write: %v", b.name, err)
-		return false
+		return q, false
 	}
 	h, err := stripe.ParseHeader(q.Shard)
 	if err != nil {
 		s.violate("%s sent a bad shard: %v", b.name, err)
-		return false
+		return q, false
 	}
 	a := writeAttempt{h.ID, q.Offset}
 	if b.writes == nil {
 		b.writes = map[writeAttempt]bool{}
 	}
 	if b.writes[a] {
-		return true
+		return q, true
 	}
 	b.writes[a] = true
 	prior := len(s.truth.offsets[h.ID])
 	s.truth.offsets[h.ID] = append(s.truth.offsets[h.ID], q.Offset)
 	if b.producer == nil {
-		return true
+		return q, true
 	}
 	s.truth.maxOffset = max(s.truth.maxOffset, q.Offset)
 	s.log.add("%s send %s#%d %s", b.name, sid(h.ID), prior+1, s.log.off(q.Offset))
@@ -202,7 +205,7 @@ func (b *simBus) noteWrite(data []byte) bool {
 	default:
 		s.res.Retries++
 	}
-	return true
+	return q, true
 }
 
 // suspect notes a scan request to n (on the loop) and counts the node

@@ -218,29 +218,27 @@ func (n *node) replyWrite(p client, snd core.Send, st core.Status) {
 		func() { p.reply(snd, n.id, st, clock) })
 }
 
-// serve is the node's request path on the wire (bus_sim.go): a shard
-// write (bus.WriteReq) or a closing scan (bus.ScanReq) from the process
-// of bus b, decoded, handled as write and scan handle them, and answered
-// encoded through answer (nil: "no responders").
-func (n *node) serve(b *simBus, kind string, data []byte, answer func([]byte)) {
-	s, from := n.s, b.name
-	switch kind {
-	case "write":
-		q, err := bus.DecodeWriteReq(data)
-		if err != nil {
-			s.violate("n%d: %s sent a bad write: %v", n.id, from, err)
-			return
-		}
-		c := wireClient{s: s, from: from, answer: answer, hideClock: b.producer != nil && s.cfg.ConflictQuantum > 0}
-		n.write(c, core.Send{ID: shardID(q.Shard), Offset: q.Offset}, q.Shard)
-	case "scan":
-		q, err := bus.DecodeScanReq(data)
-		if err != nil {
-			s.violate("n%d: %s sent a bad scan: %v", n.id, from, err)
-			return
-		}
-		n.scan(from, q, answer)
+// The node's request path on the wire (bus_sim.go): a shard write
+// (bus.WriteReq, decoded by the bus as it notes the attempt) or a closing
+// scan (bus.ScanReq) from the process of bus b, handled as write and scan
+// handle them, and answered encoded through answer (nil: "no
+// responders").
+
+// serveWrite handles a shard write.
+func (n *node) serveWrite(b *simBus, q bus.WriteReq, answer func([]byte)) {
+	s := n.s
+	c := wireClient{s: s, from: b.name, answer: answer, hideClock: b.producer != nil && s.cfg.ConflictQuantum > 0}
+	n.write(c, core.Send{ID: shardID(q.Shard), Offset: q.Offset}, q.Shard)
+}
+
+// serveScan decodes and handles a closing scan.
+func (n *node) serveScan(b *simBus, data []byte, answer func([]byte)) {
+	q, err := bus.DecodeScanReq(data)
+	if err != nil {
+		n.s.violate("n%d: %s sent a bad scan: %v", n.id, b.name, err)
+		return
 	}
+	n.scan(b.name, q, answer)
 }
 
 // scan serves a reader's closing scan: the owner closes what the node

@@ -2,8 +2,6 @@ package sim
 
 import (
 	"fmt"
-	"sync"
-	"sync/atomic"
 
 	"github.com/raidq/raidq/actors"
 	"github.com/raidq/raidq/stripe"
@@ -31,15 +29,11 @@ type producer struct {
 	done  bool
 }
 
-// pproc is one producer process: an actors.Client over a simulated bus of
-// its own, running one shipped producer.
+// pproc is one producer process: a client process (cproc) running one
+// shipped producer.
 type pproc struct {
-	name   string
-	bus    *simBus
-	client *actors.Client
-	prod   *actors.Producer
-	calls  atomic.Uint64
-	once   sync.Once
+	*cproc
+	prod *actors.Producer
 }
 
 func newProducer(s *sim, id int, skew int64) *producer {
@@ -71,27 +65,25 @@ func (p *producer) schedule() {
 func (p *producer) start() {
 	s := p.s
 	name := p.name()
-	pp := &pproc{name: name, bus: newSimBus(s, name)}
-	pp.bus.producer = p
 	cat := newSimCatalog(s)
 	if s.cfg.inject.ignoreGrid {
 		cat.t.Params.Grid = 0
 	}
 	skew, quantum, b := p.skew, int64(s.cfg.ConflictQuantum), s.bubble
-	c, err := actors.NewClient(actors.ClientConfig{Cluster: "sim", System: s.system, Bus: pp.bus, Catalog: cat, Logger: quietLog,
-		Now: func() int64 {
-			c := b.trueNow() + skew
-			if quantum > 0 {
-				c -= c % quantum
-			}
-			return c
-		}})
+	cp, err := s.newClientProc(name, cat, func() int64 {
+		c := b.trueNow() + skew
+		if quantum > 0 {
+			c -= c % quantum
+		}
+		return c
+	})
 	if err != nil {
 		s.violate("%s: client: %v", name, err)
 		return
 	}
-	pp.client = c
-	prod, err := c.NewProducer(actors.ProducerConfig{Topic: simTopic, Seed: s.rnd.Uint64() | 1,
+	cp.bus.producer = p
+	pp := &pproc{cproc: cp}
+	prod, err := pp.client.NewProducer(actors.ProducerConfig{Topic: simTopic, Seed: s.rnd.Uint64() | 1,
 		MaxInflight: s.cfg.Stripes + 1, MaxQueuedBatches: s.cfg.Stripes + 1})
 	if err != nil {
 		s.violate("%s: producer: %v", name, err)
@@ -100,20 +92,6 @@ func (p *producer) start() {
 	}
 	pp.prod = prod
 	p.proc = pp
-}
-
-// post hands fn to the loop in the order the producer made its calls.
-func (pp *pproc) post(s *sim, fn func()) { s.bubble.post(pp.name, pp.calls.Add(1), fn) }
-
-// close ends the process (on a driver goroutine): the producer, its
-// client's actor system and links, and its bus.
-func (pp *pproc) close() {
-	pp.once.Do(func() {
-		if pp.client != nil {
-			pp.client.Close()
-		}
-		pp.bus.close()
-	})
 }
 
 // startStripe makes the next batch and hands it to the producer.
@@ -140,7 +118,7 @@ func (p *producer) startStripe() {
 		return
 	}
 	pp.prod.SendBatch(recs, 0, id, func(r actors.SendResult) {
-		pp.post(s, func() { p.result(id, r) })
+		pp.post(func() { p.result(id, r) })
 	})
 }
 

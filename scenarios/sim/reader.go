@@ -1,9 +1,7 @@
 package sim
 
 import (
-	"log/slog"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/raidq/raidq/actors"
@@ -170,19 +168,12 @@ func (c *simCatalog) set(readDelay, accept int64) {
 // what its predecessor learned).
 func (c *simCatalog) copyOf() *simCatalog { return &simCatalog{t: c.topic()} }
 
-// rproc is one reader process: an actors.Client over a simulated bus of
-// its own, running one shipped reader.
+// rproc is one reader process: a client process (cproc) running one
+// shipped reader.
 type rproc struct {
-	s      *sim
-	name   string
-	bus    *simBus
-	client *actors.Client
-	rd     *actors.Reader
-	calls  atomic.Uint64
-	once   sync.Once
+	*cproc
+	rd *actors.Reader
 }
-
-var quietLog = slog.New(slog.DiscardHandler)
 
 // startProc starts r's reader process from from (on the loop): sink gets
 // each batch of deliveries on the reader's sink goroutine, report each
@@ -194,17 +185,15 @@ func (r *reader) startProc(from core.Position, sink func(p *rproc, ds []core.Del
 	if r.inc > 0 {
 		name = sprintf("%s/%d", r.name, r.inc)
 	}
-	p := &rproc{s: s, name: name, bus: newSimBus(s, name)}
 	skew, ppm := r.skew, r.ppm
 	b := s.bubble
-	c, err := actors.NewClient(actors.ClientConfig{Cluster: "sim", System: s.system, Bus: p.bus, Catalog: r.r.cat, Logger: quietLog,
-		Now: func() int64 { t := b.trueNow(); return t + skew + (t-epoch0)*ppm/1_000_000 }})
+	cp, err := s.newClientProc(name, r.r.cat, func() int64 { t := b.trueNow(); return t + skew + (t-epoch0)*ppm/1_000_000 })
 	if err != nil {
 		s.violate("%s: client: %v", name, err)
 		return nil
 	}
-	p.client = c
-	rd, err := c.NewReader(actors.ReaderConfig{Topic: simTopic, From: from, Core: s.readerConfig(),
+	p := &rproc{cproc: cp}
+	rd, err := p.client.NewReader(actors.ReaderConfig{Topic: simTopic, From: from, Core: s.readerConfig(),
 		ScanTimeout: time.Duration(scanTimeout), SuspectTimeout: time.Duration(suspectTimeout),
 		Bugs: actors.ReaderBugs{UnheardAsEmpty: s.cfg.inject.unheardAsEmpty},
 		Sink: func(ds []core.Delivery) { sink(p, ds) },
@@ -225,21 +214,6 @@ func (r *reader) startProc(from core.Position, sink func(p *rproc, ds []core.Del
 	r.r.rd = rd
 	r.r.from = from
 	return p
-}
-
-// post hands fn to the loop in the order the process's reader made its
-// calls (its reports come before the sink takes their deliveries).
-func (p *rproc) post(fn func()) { p.s.bubble.post(p.name, p.calls.Add(1), fn) }
-
-// close ends the process (on a driver goroutine: it waits for the
-// reader actor to stop): the client's actor system, links and bus.
-func (p *rproc) close() {
-	p.once.Do(func() {
-		if p.client != nil {
-			p.client.Close()
-		}
-		p.bus.close()
-	})
 }
 
 // stopProc ends r's process from the loop, without waiting for it.

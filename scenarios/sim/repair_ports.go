@@ -43,11 +43,9 @@ type repairProc struct {
 
 	mu      sync.Mutex
 	inDoubt func(subject string, data []byte) // its subscription (Subscribe)
-	// The process's client for re-appends (writer): the shipped
-	// actors.Client over a simulated bus of its own, made at the first
-	// re-append and closed by die.
-	wc   *actors.Client
-	wbus *simBus
+	// wc is the process's client for re-appends (writer), made at the
+	// first re-append and closed by die.
+	wc *cproc
 }
 
 var _ nodepkg.RepairPorts = (*repairProc)(nil)
@@ -57,12 +55,12 @@ func (p *repairProc) die() {
 	p.once.Do(func() {
 		p.mu.Lock()
 		close(p.dead)
-		wc, wbus := p.wc, p.wbus
+		wc := p.wc
 		p.mu.Unlock()
 		p.cancel()
 		if wc != nil {
-			wbus.close() // what the crashed process sent no longer gets answers
-			p.r.s.bubble.wg.Go(wc.Close)
+			wc.bus.close() // what the crashed process sent no longer gets answers
+			p.r.s.bubble.wg.Go(wc.close)
 		}
 	})
 }
@@ -72,19 +70,19 @@ func (p *repairProc) die() {
 func (p *repairProc) writer() *actors.Client {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.wc != nil || p.isDead() {
-		return p.wc
+	if p.isDead() {
+		return nil
 	}
-	s, skew := p.r.s, p.r.n.skew
-	b := s.bubble
-	p.wbus = newSimBus(s, p.tag+".w")
-	c, err := actors.NewClient(actors.ClientConfig{Cluster: "sim", System: s.system, Bus: p.wbus, Catalog: s.repair.catalog, Logger: quietLog,
-		Now: func() int64 { return b.trueNow() + skew }})
-	if err != nil {
-		panic(sprintf("sim: %s: client: %v", p.tag, err)) // the config is the simulation's own
+	if p.wc == nil {
+		s, skew := p.r.s, p.r.n.skew
+		b := s.bubble
+		wc, err := s.newClientProc(p.tag+".w", s.repair.catalog, func() int64 { return b.trueNow() + skew })
+		if err != nil {
+			panic(sprintf("sim: %s: client: %v", p.tag, err)) // the config is the simulation's own
+		}
+		p.wc = wc
 	}
-	p.wc = c
-	return c
+	return p.wc.client
 }
 
 func (p *repairProc) isDead() bool {
